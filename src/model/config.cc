@@ -1,0 +1,258 @@
+#include "model/config.h"
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+namespace volt::model {
+
+using nlohmann::json;
+
+namespace {
+
+// Reads an integer field; `required` fields must be present.
+Status get_int(const json& j, const char* key, bool required, int64_t* out, const std::string& src) {
+    auto it = j.find(key);
+    if (it == j.end() || it->is_null()) {
+        if (required) return invalid_argument(src + ": config field '" + key + "' is missing");
+        return Status::ok();
+    }
+    if (!it->is_number_integer()) {
+        if (it->is_number_float() &&
+            it->get<double>() == static_cast<double>(static_cast<int64_t>(it->get<double>()))) {
+            *out = static_cast<int64_t>(it->get<double>());
+            return Status::ok();
+        }
+        return invalid_argument(src + ": config field '" + key + "' must be an integer, got " + it->dump());
+    }
+    *out = it->get<int64_t>();
+    return Status::ok();
+}
+
+Status get_num(const json& j, const char* key, double* out, const std::string& src) {
+    auto it = j.find(key);
+    if (it == j.end() || it->is_null()) return Status::ok();
+    if (!it->is_number())
+        return invalid_argument(src + ": config field '" + key + "' must be a number, got " + it->dump());
+    *out = it->get<double>();
+    return Status::ok();
+}
+
+Status get_bool(const json& j, const char* key, bool* out, const std::string& src) {
+    auto it = j.find(key);
+    if (it == j.end() || it->is_null()) return Status::ok();
+    if (!it->is_boolean())
+        return invalid_argument(src + ": config field '" + key + "' must be a boolean, got " + it->dump());
+    *out = it->get<bool>();
+    return Status::ok();
+}
+
+Status parse_rope(const json& r, RopeScaling* out, double* theta, const std::string& src) {
+    if (!r.is_object()) return invalid_argument(src + ": rope scaling must be an object, got " + r.dump());
+    if (auto it = r.find("rope_type"); it != r.end() && it->is_string())
+        out->rope_type = it->get<std::string>();
+    else if (auto it2 = r.find("type"); it2 != r.end() && it2->is_string())
+        out->rope_type = it2->get<std::string>();
+    if (out->rope_type != "yarn" && out->rope_type != "default")
+        return invalid_argument(src + ": rope_type '" + out->rope_type +
+                                "' is not supported (yarn, default)");
+    VOLT_RETURN_IF_ERROR(get_num(r, "factor", &out->factor, src));
+    VOLT_RETURN_IF_ERROR(get_num(r, "beta_fast", &out->beta_fast, src));
+    VOLT_RETURN_IF_ERROR(get_num(r, "beta_slow", &out->beta_slow, src));
+    VOLT_RETURN_IF_ERROR(
+        get_int(r, "original_max_position_embeddings", false, &out->original_max_position_embeddings, src));
+    VOLT_RETURN_IF_ERROR(get_bool(r, "truncate", &out->truncate, src));
+    if (theta != nullptr) VOLT_RETURN_IF_ERROR(get_num(r, "rope_theta", theta, src));
+    return Status::ok();
+}
+
+}  // namespace
+
+Result<GptOssConfig> parse_config(const json& j, const std::string& src) {
+    if (!j.is_object()) return invalid_argument(src + ": config.json must hold a JSON object");
+    GptOssConfig c;
+    if (auto it = j.find("model_type"); it != j.end() && it->is_string())
+        c.model_type = it->get<std::string>();
+    if (c.model_type != "gpt_oss")
+        return invalid_argument(src + ": model_type '" + c.model_type + "' is not gpt_oss");
+    VOLT_RETURN_IF_ERROR(get_int(j, "num_hidden_layers", true, &c.num_hidden_layers, src));
+    if (j.contains("num_local_experts"))
+        VOLT_RETURN_IF_ERROR(get_int(j, "num_local_experts", true, &c.num_local_experts, src));
+    else
+        VOLT_RETURN_IF_ERROR(get_int(j, "num_experts", true, &c.num_local_experts, src));
+    if (j.contains("num_experts_per_tok"))
+        VOLT_RETURN_IF_ERROR(get_int(j, "num_experts_per_tok", true, &c.num_experts_per_tok, src));
+    else
+        VOLT_RETURN_IF_ERROR(get_int(j, "experts_per_token", true, &c.num_experts_per_tok, src));
+    VOLT_RETURN_IF_ERROR(get_int(j, "hidden_size", true, &c.hidden_size, src));
+    VOLT_RETURN_IF_ERROR(get_int(j, "intermediate_size", true, &c.intermediate_size, src));
+    VOLT_RETURN_IF_ERROR(get_int(j, "num_attention_heads", true, &c.num_attention_heads, src));
+    VOLT_RETURN_IF_ERROR(get_int(j, "num_key_value_heads", true, &c.num_key_value_heads, src));
+    c.head_dim = c.num_attention_heads > 0 ? c.hidden_size / c.num_attention_heads : 0;
+    VOLT_RETURN_IF_ERROR(get_int(j, "head_dim", false, &c.head_dim, src));
+    VOLT_RETURN_IF_ERROR(get_int(j, "vocab_size", true, &c.vocab_size, src));
+    VOLT_RETURN_IF_ERROR(get_int(j, "sliding_window", false, &c.sliding_window, src));
+    VOLT_RETURN_IF_ERROR(get_int(j, "initial_context_length", false, &c.initial_context_length, src));
+    VOLT_RETURN_IF_ERROR(get_int(j, "max_position_embeddings", false, &c.max_position_embeddings, src));
+    VOLT_RETURN_IF_ERROR(get_num(j, "swiglu_limit", &c.swiglu_limit, src));
+    VOLT_RETURN_IF_ERROR(get_num(j, "swiglu_alpha", &c.swiglu_alpha, src));
+    VOLT_RETURN_IF_ERROR(get_num(j, "rms_norm_eps", &c.rms_norm_eps, src));
+    VOLT_RETURN_IF_ERROR(get_bool(j, "attention_bias", &c.attention_bias, src));
+    VOLT_RETURN_IF_ERROR(get_bool(j, "tie_word_embeddings", &c.tie_word_embeddings, src));
+    VOLT_RETURN_IF_ERROR(get_int(j, "pad_token_id", false, &c.pad_token_id, src));
+    if (auto it = j.find("eos_token_id"); it != j.end() && !it->is_null()) {
+        if (it->is_number_integer()) {
+            c.eos_token_ids.push_back(it->get<int64_t>());
+        } else if (it->is_array()) {
+            for (const auto& e : *it) {
+                if (!e.is_number_integer())
+                    return invalid_argument(src + ": eos_token_id entries must be integers");
+                c.eos_token_ids.push_back(e.get<int64_t>());
+            }
+        } else {
+            return invalid_argument(src + ": eos_token_id must be an integer or a list");
+        }
+    }
+
+    // Rope: published rope_scaling + rope_theta, or transformers >= 5 rope_parameters.
+    VOLT_RETURN_IF_ERROR(get_num(j, "rope_theta", &c.rope_theta, src));
+    if (auto it = j.find("rope_parameters"); it != j.end() && !it->is_null()) {
+        VOLT_RETURN_IF_ERROR(parse_rope(*it, &c.rope_scaling, &c.rope_theta, src));
+    } else if (auto it2 = j.find("rope_scaling"); it2 != j.end() && !it2->is_null()) {
+        VOLT_RETURN_IF_ERROR(parse_rope(*it2, &c.rope_scaling, nullptr, src));
+    } else {
+        c.rope_scaling.rope_type = "default";
+    }
+
+    if (auto it = j.find("layer_types"); it != j.end() && !it->is_null()) {
+        if (!it->is_array()) return invalid_argument(src + ": layer_types must be a list");
+        for (const auto& t : *it) {
+            std::string s = t.is_string() ? t.get<std::string>() : "";
+            if (s == "sliding_attention")
+                c.layer_types.push_back(LayerType::kSlidingAttention);
+            else if (s == "full_attention")
+                c.layer_types.push_back(LayerType::kFullAttention);
+            else
+                return invalid_argument(src + ": layer_types entry " + t.dump() +
+                                        " is not sliding_attention or full_attention");
+        }
+    } else {
+        // transformers' default: even layers slide, odd layers attend fully.
+        for (int64_t l = 0; l < c.num_hidden_layers; ++l)
+            c.layer_types.push_back(l % 2 == 0 ? LayerType::kSlidingAttention : LayerType::kFullAttention);
+    }
+
+    if (auto it = j.find("quantization_config"); it != j.end() && it->is_object()) {
+        std::string method = it->value("quant_method", "");
+        if (method != "mxfp4")
+            return invalid_argument(src + ": quantization_config.quant_method '" + method +
+                                    "' is not supported (mxfp4)");
+        c.mxfp4_quantized = true;
+        if (auto m = it->find("modules_to_not_convert"); m != it->end() && m->is_array())
+            for (const auto& s : *m)
+                if (s.is_string()) c.modules_to_not_convert.push_back(s.get<std::string>());
+    }
+    VOLT_RETURN_IF_ERROR(validate_config(c, src));
+    return c;
+}
+
+Status validate_config(const GptOssConfig& c, const std::string& src) {
+    auto bad = [&](const std::string& m) { return invalid_argument(src + ": inconsistent config: " + m); };
+    if (c.num_hidden_layers <= 0) return bad("num_hidden_layers must be > 0");
+    if (c.hidden_size <= 0 || c.intermediate_size <= 0)
+        return bad("hidden_size and intermediate_size must be > 0");
+    if (c.head_dim <= 0 || c.head_dim % 2 != 0) return bad("head_dim must be a positive even number");
+    if (c.num_attention_heads <= 0 || c.num_key_value_heads <= 0) return bad("head counts must be > 0");
+    if (c.num_attention_heads % c.num_key_value_heads != 0)
+        return bad("num_attention_heads (" + std::to_string(c.num_attention_heads) +
+                   ") is not a multiple of num_key_value_heads (" + std::to_string(c.num_key_value_heads) +
+                   ")");
+    if (c.num_local_experts <= 0) return bad("num_local_experts must be > 0");
+    if (c.num_experts_per_tok <= 0 || c.num_experts_per_tok > c.num_local_experts)
+        return bad("num_experts_per_tok must be in 1..num_local_experts");
+    if (c.vocab_size <= 0) return bad("vocab_size must be > 0");
+    if (static_cast<int64_t>(c.layer_types.size()) != c.num_hidden_layers)
+        return bad("layer_types has " + std::to_string(c.layer_types.size()) + " entries for " +
+                   std::to_string(c.num_hidden_layers) + " layers");
+    for (auto t : c.layer_types)
+        if (t == LayerType::kSlidingAttention && c.sliding_window <= 0)
+            return bad("sliding_attention layers need sliding_window > 0");
+    if (c.rope_theta <= 1.0) return bad("rope_theta must be > 1");
+    if (c.rope_scaling.rope_type == "yarn" &&
+        (c.rope_scaling.factor < 1.0 || c.rope_scaling.original_max_position_embeddings <= 0))
+        return bad("yarn needs factor >= 1 and original_max_position_embeddings > 0");
+    if (c.swiglu_limit <= 0) return bad("swiglu_limit must be > 0");
+    if (c.rms_norm_eps <= 0) return bad("rms_norm_eps must be > 0");
+    if (c.tie_word_embeddings) return bad("tie_word_embeddings=true is not a GPT-OSS checkpoint");
+    return Status::ok();
+}
+
+Result<GptOssConfig> load_config_file(const std::string& path) {
+    std::ifstream f(path);
+    if (!f) return not_found("cannot open " + path);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    json j = json::parse(ss.str(), nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded()) return invalid_argument(path + ": not valid JSON");
+    return parse_config(j, path);
+}
+
+json config_to_json(const GptOssConfig& c) {
+    json j;
+    j["architectures"] = json::array({"GptOssForCausalLM"});
+    j["model_type"] = "gpt_oss";
+    j["num_hidden_layers"] = c.num_hidden_layers;
+    j["num_local_experts"] = c.num_local_experts;
+    j["num_experts_per_tok"] = c.num_experts_per_tok;
+    j["experts_per_token"] = c.num_experts_per_tok;
+    j["hidden_size"] = c.hidden_size;
+    j["intermediate_size"] = c.intermediate_size;
+    j["head_dim"] = c.head_dim;
+    j["num_attention_heads"] = c.num_attention_heads;
+    j["num_key_value_heads"] = c.num_key_value_heads;
+    j["vocab_size"] = c.vocab_size;
+    j["sliding_window"] = c.sliding_window;
+    json lt = json::array();
+    for (auto t : c.layer_types)
+        lt.push_back(t == LayerType::kSlidingAttention ? "sliding_attention" : "full_attention");
+    j["layer_types"] = lt;
+    j["rope_theta"] = c.rope_theta;
+    if (c.rope_scaling.rope_type == "yarn") {
+        j["rope_scaling"] = {
+            {"rope_type", "yarn"},
+            {"factor", c.rope_scaling.factor},
+            {"beta_fast", c.rope_scaling.beta_fast},
+            {"beta_slow", c.rope_scaling.beta_slow},
+            {"original_max_position_embeddings", c.rope_scaling.original_max_position_embeddings},
+            {"truncate", c.rope_scaling.truncate}};
+    }
+    j["initial_context_length"] = c.initial_context_length;
+    j["max_position_embeddings"] = c.max_position_embeddings;
+    j["swiglu_limit"] = c.swiglu_limit;
+    j["rms_norm_eps"] = c.rms_norm_eps;
+    j["attention_bias"] = c.attention_bias;
+    j["tie_word_embeddings"] = c.tie_word_embeddings;
+    j["hidden_act"] = "silu";
+    j["attention_dropout"] = 0.0;
+    j["initializer_range"] = 0.02;
+    j["router_aux_loss_coef"] = 0.9;
+    j["output_router_logits"] = false;
+    j["use_cache"] = true;
+    if (c.eos_token_ids.size() == 1)
+        j["eos_token_id"] = c.eos_token_ids[0];
+    else if (!c.eos_token_ids.empty())
+        j["eos_token_id"] = c.eos_token_ids;
+    if (c.pad_token_id >= 0) j["pad_token_id"] = c.pad_token_id;
+    if (c.mxfp4_quantized) {
+        j["quantization_config"] = {
+            {"quant_method", "mxfp4"},
+            {"modules_to_not_convert",
+             c.modules_to_not_convert.empty()
+                 ? json::array({"model.layers.*.self_attn", "model.layers.*.mlp.router", "model.embed_tokens",
+                                "lm_head"})
+                 : json(c.modules_to_not_convert)}};
+    }
+    return j;
+}
+
+}  // namespace volt::model

@@ -1,0 +1,15 @@
+// voltllm: the command-line entry point. Subcommands are registered from tools/cmd_*.cc.
+#include <cstdio>
+
+#include "core/logging.h"
+#include "tools/commands.h"
+
+int main(int argc, char** argv) {
+    CLI::App app{"voltllm: GPT-OSS inference for every NVIDIA GPU from Volta on, and the CPU"};
+    app.require_subcommand(1);
+    std::string log_level = "info";
+    app.add_option("--log-level", log_level, "trace, debug, info, warning, error")->capture_default_str();
+    app.set_version_flag("--version", "voltllm 0.1.0");
+    CLI11_PARSE(app, argc, argv);
+    return 0;
+}
