@@ -1,0 +1,92 @@
+// OpenAI request schemas of /v1/chat/completions, /v1/completions, /tokenize and /detokenize, parsed from
+// JSON and validated: every failure is an ApiError (400) whose message and `param` name the field.
+// Fields the server does not implement yet (tools, logprobs, response_format json, suffix) are refused
+// with 400 rather than silently ignored. Test: tests/unit/server/request_test.cc.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "server/api_error.h"
+
+namespace volt::server {
+
+// Sampling and stopping, shared by chat and completions; mirrors engine::SamplingParams plus the text
+// stops that the server's output processor handles.
+struct GenerationParams {
+    float temperature = 1.0f, top_p = 1.0f, min_p = 0.0f;
+    int32_t top_k = 0;  // 0: off (-1 is accepted and means off too, as in vLLM)
+    float presence_penalty = 0.0f, frequency_penalty = 0.0f, repetition_penalty = 1.0f;
+    std::vector<std::pair<int32_t, float>> logit_bias;
+    std::optional<uint64_t> seed;
+    std::optional<int64_t> max_tokens;  // nullopt: chat fills max-model-len minus the prompt; completions 16
+    std::vector<int32_t> stop_token_ids;
+    std::vector<std::string> stop;  // stop strings, matched on the output text (final channel for chat)
+    bool ignore_eos = false;
+    int32_t n = 1;
+    bool stream = false;
+    bool include_usage = false;  // stream_options.include_usage
+    bool skip_special_tokens = true;
+};
+
+// One chat message as the client sent it. Content parts are joined into one text.
+struct ChatMessage {
+    std::string role;  // system, developer, user, assistant, tool
+    std::string content;
+    std::string reasoning;  // assistant history: reasoning_content or reasoning
+    struct ToolCall {
+        std::string id, name, arguments;
+    };
+    std::vector<ToolCall> tool_calls;  // assistant history
+    std::string tool_call_id;          // tool messages
+};
+
+struct ChatRequest {
+    std::string model;
+    std::vector<ChatMessage> messages;
+    std::optional<std::string> reasoning_effort;  // "low", "medium", "high"
+    GenerationParams params;
+};
+
+// A completions prompt: text, or token ids.
+using Prompt = std::variant<std::string, std::vector<int32_t>>;
+
+struct CompletionRequest {
+    std::string model;
+    std::vector<Prompt> prompts;  // one or more; choice index = prompt index * n + j
+    bool echo = false;
+    GenerationParams params;
+};
+
+struct TokenizeRequest {
+    std::string model;  // optional in the request; empty then
+    // Either `prompt` (text) or chat `messages` (rendered as the chat route would).
+    std::optional<std::string> prompt;
+    std::vector<ChatMessage> messages;
+    std::optional<std::string> reasoning_effort;
+    bool add_special_tokens = true;  // text: recognise special-token spellings
+};
+
+struct DetokenizeRequest {
+    std::string model;
+    std::vector<int32_t> tokens;
+};
+
+// Parses a request body. Errors: malformed JSON or invalid UTF-8 (param null, code "invalid_json"), a
+// body that is not an object, then the per-field checks below.
+std::variant<nlohmann::json, ApiError> parse_json_body(const std::string& body);
+
+std::variant<ChatRequest, ApiError> parse_chat_request(const nlohmann::json& body);
+std::variant<CompletionRequest, ApiError> parse_completion_request(const nlohmann::json& body);
+std::variant<TokenizeRequest, ApiError> parse_tokenize_request(const nlohmann::json& body);
+std::variant<DetokenizeRequest, ApiError> parse_detokenize_request(const nlohmann::json& body);
+
+// A 400 invalid_request_error naming `param`.
+ApiError bad_field(std::string param, std::string message, std::optional<std::string> code = std::nullopt);
+
+}  // namespace volt::server

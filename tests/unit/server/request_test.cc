@@ -1,0 +1,167 @@
+// Request schemas: valid bodies give the values sent; each malformed one gives 400 with the `param` the
+// OpenAI API names for it.
+#include "server/request.h"
+
+#include <gtest/gtest.h>
+
+namespace volt::server {
+namespace {
+
+using nlohmann::json;
+
+ApiError chat_error(const std::string& body) {
+    auto j = parse_json_body(body);
+    if (auto* e = std::get_if<ApiError>(&j)) return *e;
+    auto r = parse_chat_request(std::get<json>(j));
+    EXPECT_TRUE(std::holds_alternative<ApiError>(r)) << body;
+    return std::holds_alternative<ApiError>(r) ? std::get<ApiError>(r) : ApiError{};
+}
+
+ApiError completion_error(const std::string& body) {
+    auto r = parse_completion_request(json::parse(body));
+    EXPECT_TRUE(std::holds_alternative<ApiError>(r)) << body;
+    return std::holds_alternative<ApiError>(r) ? std::get<ApiError>(r) : ApiError{};
+}
+
+}  // namespace
+
+TEST(Request, ChatFields) {
+    auto r = parse_chat_request(json::parse(R"({
+        "model": "m", "stream": true, "stream_options": {"include_usage": true},
+        "messages": [
+            {"role": "system", "content": "be brief"},
+            {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]},
+            {"role": "assistant", "content": null, "reasoning_content": "think"},
+            {"role": "assistant", "content": "x", "reasoning": "think2",
+             "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": "c1", "content": "42"}],
+        "max_completion_tokens": 7, "temperature": 0, "top_p": 0.5, "top_k": -1, "seed": 3, "n": 2,
+        "stop": ["END", "STOP"], "reasoning_effort": "low", "logit_bias": {"17": -100},
+        "ignore_eos": true, "stop_token_ids": [5], "tools": [], "tool_choice": "none", "logprobs": false})"));
+    ASSERT_TRUE(std::holds_alternative<ChatRequest>(r)) << std::get<ApiError>(r).message;
+    const ChatRequest& c = std::get<ChatRequest>(r);
+    EXPECT_EQ(c.model, "m");
+    ASSERT_EQ(c.messages.size(), 5u);
+    EXPECT_EQ(c.messages[1].content, "ab");
+    EXPECT_EQ(c.messages[2].content, "");
+    EXPECT_EQ(c.messages[2].reasoning, "think");
+    EXPECT_EQ(c.messages[3].reasoning, "think2");
+    ASSERT_EQ(c.messages[3].tool_calls.size(), 1u);
+    EXPECT_EQ(c.messages[3].tool_calls[0].name, "f");
+    EXPECT_EQ(c.messages[4].tool_call_id, "c1");
+    EXPECT_TRUE(c.params.stream);
+    EXPECT_TRUE(c.params.include_usage);
+    EXPECT_EQ(c.params.max_tokens, 7);
+    EXPECT_EQ(c.params.temperature, 0.0f);
+    EXPECT_EQ(c.params.top_p, 0.5f);
+    EXPECT_EQ(c.params.top_k, 0);
+    EXPECT_EQ(c.params.seed, 3u);
+    EXPECT_EQ(c.params.n, 2);
+    EXPECT_EQ(c.params.stop, (std::vector<std::string>{"END", "STOP"}));
+    EXPECT_EQ(c.reasoning_effort, "low");
+    ASSERT_EQ(c.params.logit_bias.size(), 1u);
+    EXPECT_EQ(c.params.logit_bias[0], (std::pair<int32_t, float>{17, -100.0f}));
+    EXPECT_TRUE(c.params.ignore_eos);
+    EXPECT_EQ(c.params.stop_token_ids, std::vector<int32_t>{5});
+}
+
+TEST(Request, ChatErrorsNameTheField) {
+    EXPECT_EQ(chat_error("{").code, "invalid_json");
+    EXPECT_EQ(chat_error("[1]").code, "invalid_json");
+    // Invalid UTF-8 (a lone 0xFF byte) and an unpaired surrogate escape.
+    EXPECT_EQ(
+        chat_error("{\"model\": \"m\", \"messages\": [{\"role\": \"user\", \"content\": \"\xff\"}]}").code,
+        "invalid_utf8");
+    EXPECT_EQ(chat_error(R"({"model": "m", "messages": [{"role": "user", "content": "\ud83d"}]})").code,
+              "invalid_utf8");
+    struct Case {
+        const char* body;
+        const char* param;
+    };
+    const Case cases[] = {
+        {R"({"messages": [{"role": "user", "content": "x"}]})", "model"},
+        {R"({"model": 5, "messages": [{"role": "user", "content": "x"}]})", "model"},
+        {R"({"model": "m"})", "messages"},
+        {R"({"model": "m", "messages": []})", "messages"},
+        {R"({"model": "m", "messages": "hi"})", "messages"},
+        {R"({"model": "m", "messages": [{"content": "x"}]})", "messages[0].role"},
+        {R"({"model": "m", "messages": [{"role": "king", "content": "x"}]})", "messages[0].role"},
+        {R"({"model": "m", "messages": [{"role": "user"}]})", "messages[0].content"},
+        {R"({"model": "m", "messages": [{"role": "user", "content": 5}]})", "messages[0].content"},
+        {R"({"model": "m", "messages": [{"role": "user", "content": [{"type": "image_url"}]}]})",
+         "messages[0].content[0]"},
+        {R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "max_tokens": 0})", "max_tokens"},
+        {R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "max_tokens": "5"})",
+         "max_tokens"},
+        {R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "max_tokens": 1.5})",
+         "max_tokens"},
+        {R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "max_completion_tokens": -1})",
+         "max_completion_tokens"},
+        {R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "temperature": 3})",
+         "temperature"},
+        {R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "temperature": true})",
+         "temperature"},
+        {R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "top_p": 0})", "top_p"},
+        {R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "n": 0})", "n"},
+        {R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "stop": 5})", "stop"},
+        {R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "stop": [""]})", "stop"},
+        {R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "stream": "yes"})", "stream"},
+        {R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "stream_options": {"include_usage": true}})",
+         "stream_options"},
+        {R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "reasoning_effort": "max"})",
+         "reasoning_effort"},
+        {R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "logit_bias": {"a": 1}})",
+         "logit_bias"},
+        {R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "stop_token_ids": [-1]})",
+         "stop_token_ids"},
+        {R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function"}]})",
+         "tools"},
+        {R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "logprobs": true})", "logprobs"},
+        {R"({"model": "m", "messages": [{"role": "user", "content": "x"}],
+             "response_format": {"type": "json_object"}})",
+         "response_format"},
+    };
+    for (const Case& c : cases) {
+        ApiError e = chat_error(c.body);
+        EXPECT_EQ(e.http_status, 400) << c.body;
+        EXPECT_EQ(e.type, "invalid_request_error") << c.body;
+        EXPECT_EQ(e.param, std::string(c.param)) << c.body << " -> " << e.message;
+    }
+}
+
+TEST(Request, CompletionPromptForms) {
+    auto prompts = [](const char* body) {
+        auto r = parse_completion_request(json::parse(body));
+        EXPECT_TRUE(std::holds_alternative<CompletionRequest>(r)) << body;
+        return std::get<CompletionRequest>(r).prompts;
+    };
+    EXPECT_EQ(prompts(R"({"model": "m", "prompt": "hi"})"), std::vector<Prompt>{Prompt(std::string("hi"))});
+    EXPECT_EQ(prompts(R"({"model": "m", "prompt": ["a", "b"]})").size(), 2u);
+    EXPECT_EQ(prompts(R"({"model": "m", "prompt": [1, 2, 3]})"),
+              std::vector<Prompt>{Prompt(std::vector<int32_t>{1, 2, 3})});
+    EXPECT_EQ(prompts(R"({"model": "m", "prompt": [[1], [2, 3]]})").size(), 2u);
+
+    EXPECT_EQ(completion_error(R"({"model": "m"})").param, "prompt");
+    EXPECT_EQ(completion_error(R"({"model": "m", "prompt": ""})").param, "prompt");
+    EXPECT_EQ(completion_error(R"({"model": "m", "prompt": []})").param, "prompt");
+    EXPECT_EQ(completion_error(R"({"model": "m", "prompt": [1, -2]})").param, "prompt");
+    EXPECT_EQ(completion_error(R"({"model": "m", "prompt": [1, "a"]})").param, "prompt");
+    EXPECT_EQ(completion_error(R"({"model": "m", "prompt": {"a": 1}})").param, "prompt");
+    EXPECT_EQ(completion_error(R"({"model": "m", "prompt": "x", "suffix": "y"})").param, "suffix");
+    EXPECT_EQ(completion_error(R"({"model": "m", "prompt": "x", "best_of": 3})").param, "best_of");
+}
+
+TEST(Request, TokenizeAndDetokenize) {
+    auto t = parse_tokenize_request(json::parse(R"({"prompt": "hello", "add_special_tokens": false})"));
+    ASSERT_TRUE(std::holds_alternative<TokenizeRequest>(t));
+    EXPECT_EQ(std::get<TokenizeRequest>(t).prompt, "hello");
+    EXPECT_FALSE(std::get<TokenizeRequest>(t).add_special_tokens);
+    EXPECT_TRUE(std::holds_alternative<ApiError>(parse_tokenize_request(json::parse(R"({"prompt": 1})"))));
+    auto d = parse_detokenize_request(json::parse(R"({"tokens": [1, 2]})"));
+    ASSERT_TRUE(std::holds_alternative<DetokenizeRequest>(d));
+    EXPECT_EQ(std::get<DetokenizeRequest>(d).tokens, (std::vector<int32_t>{1, 2}));
+    EXPECT_TRUE(
+        std::holds_alternative<ApiError>(parse_detokenize_request(json::parse(R"({"tokens": ["a"]})"))));
+}
+
+}  // namespace volt::server
