@@ -4,4 +4,8 @@
 
 #include <CLI/CLI.hpp>
 
-namespace volt::tools {}  // namespace volt::tools
+namespace volt::tools {
+
+void register_tokenize(CLI::App& app);  // cmd_tokenize.cc
+
+}  // namespace volt::tools
