@@ -1,0 +1,151 @@
+// Stop-string matching and the chat / text output processors; see output_processor.h.
+#include "server/output_processor.h"
+
+#include <algorithm>
+
+namespace volt::server {
+
+namespace {
+
+// The largest cut <= `pos` that does not split a UTF-8 character of `s`.
+size_t utf8_boundary_at_or_before(const std::string& s, size_t pos) {
+    while (pos > 0 && pos < s.size() && (static_cast<unsigned char>(s[pos]) & 0xC0) == 0x80) --pos;
+    return pos;
+}
+
+}  // namespace
+
+StopMatcher::StopMatcher(std::vector<std::string> stops) : stops_(std::move(stops)) {
+    for (const std::string& s : stops_) hold_ = std::max(hold_, s.size() - 1);
+}
+
+std::string StopMatcher::push(std::string_view text) {
+    if (stopped_) return {};
+    if (stops_.empty()) return std::string(text);
+    // Search only where a match can end in the new text: from len(longest) - 1 before it.
+    size_t search_from = pending_.size() > hold_ ? pending_.size() - hold_ : 0;
+    pending_ += text;
+    size_t first = std::string::npos;
+    for (const std::string& s : stops_) {
+        size_t at = pending_.find(s, search_from);
+        if (at != std::string::npos) first = std::min(first, at);
+    }
+    if (first != std::string::npos) {
+        stopped_ = true;
+        std::string out = pending_.substr(0, first);
+        pending_.clear();
+        return out;
+    }
+    if (pending_.size() <= hold_) return {};
+    size_t cut = utf8_boundary_at_or_before(pending_, pending_.size() - hold_);
+    std::string out = pending_.substr(0, cut);
+    pending_.erase(0, cut);
+    return out;
+}
+
+std::string StopMatcher::flush() {
+    if (stopped_) return {};
+    std::string out;
+    out.swap(pending_);
+    return out;
+}
+
+namespace {
+
+class ChatProcessor final : public OutputProcessor {
+  public:
+    ChatProcessor(std::shared_ptr<const tokenizer::HarmonyEncoding> encoding, std::vector<std::string> stops)
+        : parser_(std::move(encoding), options()), stop_(std::move(stops)) {}
+
+    OutputDelta push(std::span<const int32_t> ids) override {
+        OutputDelta d;
+        for (int32_t id : ids) {
+            if (stop_.stopped()) break;
+            ++num_tokens_;
+            take(parser_.push(id), &d);
+        }
+        return d;
+    }
+    OutputDelta finish() override {
+        OutputDelta d;
+        if (!stop_.stopped()) take(parser_.finish(), &d);
+        d.content += stop_.flush();
+        return d;
+    }
+    bool stopped() const override { return stop_.stopped(); }
+    int64_t num_tokens() const override { return num_tokens_; }
+
+  private:
+    static tokenizer::HarmonyParserOptions options() {
+        tokenizer::HarmonyParserOptions o;
+        // No tools can be declared yet: a call the model makes anyway is not a tool call (BUG-02); the
+        // parser demotes its text to reasoning.
+        o.function_names = std::vector<std::string>{};
+        return o;
+    }
+    void take(const std::vector<tokenizer::HarmonyEvent>& events, OutputDelta* d) {
+        using T = tokenizer::HarmonyEventType;
+        for (const auto& e : events) {
+            if (stop_.stopped()) return;
+            switch (e.type) {
+                case T::kReasoningDelta:
+                    d->reasoning += e.text;
+                    break;
+                case T::kContentDelta:
+                case T::kPreambleDelta:  // user-visible commentary: content, as vLLM does
+                    d->content += stop_.push(e.text);
+                    break;
+                default:  // tool events cannot happen with no declared functions; message ends add no text
+                    break;
+            }
+        }
+    }
+
+    tokenizer::HarmonyStreamParser parser_;
+    StopMatcher stop_;
+    int64_t num_tokens_ = 0;
+};
+
+class TextProcessor final : public OutputProcessor {
+  public:
+    TextProcessor(std::shared_ptr<const tokenizer::Tokenizer> tokenizer, std::vector<std::string> stops,
+                  bool skip_special)
+        : detok_(std::move(tokenizer), skip_special), stop_(std::move(stops)) {}
+
+    OutputDelta push(std::span<const int32_t> ids) override {
+        OutputDelta d;
+        for (int32_t id : ids) {
+            if (stop_.stopped()) break;
+            ++num_tokens_;
+            d.content += stop_.push(detok_.push(id));
+        }
+        return d;
+    }
+    OutputDelta finish() override {
+        OutputDelta d;
+        if (!stop_.stopped()) d.content = stop_.push(detok_.flush());
+        d.content += stop_.flush();
+        return d;
+    }
+    bool stopped() const override { return stop_.stopped(); }
+    int64_t num_tokens() const override { return num_tokens_; }
+
+  private:
+    tokenizer::IncrementalDetokenizer detok_;
+    StopMatcher stop_;
+    int64_t num_tokens_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<OutputProcessor> make_chat_processor(
+    std::shared_ptr<const tokenizer::HarmonyEncoding> encoding, std::vector<std::string> stops) {
+    return std::make_unique<ChatProcessor>(std::move(encoding), std::move(stops));
+}
+
+std::unique_ptr<OutputProcessor> make_text_processor(std::shared_ptr<const tokenizer::Tokenizer> tokenizer,
+                                                     std::vector<std::string> stops, bool skip_special) {
+    return std::make_unique<TextProcessor>(std::move(tokenizer), std::move(stops), skip_special);
+}
+
+}  // namespace volt::server

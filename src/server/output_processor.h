@@ -1,0 +1,65 @@
+// The per-choice output processor of the server: generated token ids -> text deltas. Chat: harmony
+// stream parser (analysis -> reasoning, final/plain text -> content). Completions: incremental
+// detokenizer. Both match stop strings on the content text only (never the reasoning), holding back
+// len(longest stop) - 1 bytes while streaming, and trim the match and everything after it.
+// Tests: tests/unit/server/output_processor_test.cc.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "tokenizer/detokenizer.h"
+#include "tokenizer/harmony_encoding.h"
+#include "tokenizer/harmony_parser.h"
+
+namespace volt::server {
+
+// Finds stop strings in a text stream. push() returns the text that is safe to send: everything except
+// a tail that could still be the start of a stop string (at most longest - 1 bytes, cut back to a UTF-8
+// character boundary). Once a stop string is found, the text before it is returned, stopped() is true
+// and later input is ignored.
+class StopMatcher {
+  public:
+    explicit StopMatcher(std::vector<std::string> stops);
+    std::string push(std::string_view text);
+    // End of the stream: the held-back tail (no stop string in it).
+    std::string flush();
+    bool stopped() const { return stopped_; }
+
+  private:
+    std::vector<std::string> stops_;
+    size_t hold_ = 0;  // longest stop - 1
+    std::string pending_;
+    bool stopped_ = false;
+};
+
+struct OutputDelta {
+    std::string content;
+    std::string reasoning;
+    bool empty() const { return content.empty() && reasoning.empty(); }
+};
+
+class OutputProcessor {
+  public:
+    virtual ~OutputProcessor() = default;
+    // New token ids of this choice -> the text they complete. Ignored once stopped().
+    virtual OutputDelta push(std::span<const int32_t> ids) = 0;
+    // End of generation: flushes held-back text and partial UTF-8.
+    virtual OutputDelta finish() = 0;
+    // A stop string matched: the caller ends the choice with finish_reason "stop".
+    virtual bool stopped() const = 0;
+    // Ids consumed until the stop (all pushed ids when not stopped): completion_tokens.
+    virtual int64_t num_tokens() const = 0;
+};
+
+// Chat: harmony parser over the ids; stop strings on the final-channel (and plain) text.
+std::unique_ptr<OutputProcessor> make_chat_processor(
+    std::shared_ptr<const tokenizer::HarmonyEncoding> encoding, std::vector<std::string> stops);
+// Completions: detokenized text (special tokens dropped when skip_special); stop strings on it.
+std::unique_ptr<OutputProcessor> make_text_processor(std::shared_ptr<const tokenizer::Tokenizer> tokenizer,
+                                                     std::vector<std::string> stops, bool skip_special);
+
+}  // namespace volt::server
