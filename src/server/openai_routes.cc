@@ -1,0 +1,647 @@
+// Route handlers and the generation loop; see openai_routes.h. Response shapes follow the OpenAI API
+// reference (chat.completion, chat.completion.chunk, text_completion) and vLLM's extensions
+// (reasoning_content + reasoning, /tokenize, /detokenize, /version).
+#include "server/openai_routes.h"
+
+#include <spdlog/spdlog.h>
+
+#include <ctime>
+#include <optional>
+#include <thread>
+#include <unordered_map>
+
+#include "server/output_processor.h"
+#include "server/request.h"
+
+namespace volt::server {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+std::string to_text(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+std::string today_utc() {
+    std::time_t t = std::time(nullptr);
+    std::tm tm{};
+    gmtime_r(&t, &tm);
+    char buf[16];
+    std::strftime(buf, sizeof buf, "%Y-%m-%d", &tm);
+    return buf;
+}
+
+const char* finish_name(engine::FinishReason r) {
+    switch (r) {
+        case engine::FinishReason::kStop: return "stop";
+        case engine::FinishReason::kLength: return "length";
+        case engine::FinishReason::kAbort: return "abort";
+        case engine::FinishReason::kNone: break;
+    }
+    return "stop";
+}
+
+// One choice of one engine request.
+struct ChoiceState {
+    int index = 0;  // the choice's index in the response
+    std::unique_ptr<OutputProcessor> proc;
+    std::string content, reasoning;  // accumulated for non-streaming responses
+    std::optional<std::string> finish;
+    bool counted_stop_token = false;
+    int64_t tokens() const { return proc->num_tokens() + (counted_stop_token ? 1 : 0); }
+};
+
+// One engine request (chat: the only one; completions: one per prompt).
+struct SubRequest {
+    std::shared_ptr<engine::RequestHandle> handle;
+    int64_t prompt_tokens = 0;
+    std::string echo;  // completions with echo: the prompt text
+    std::vector<ChoiceState> choices;
+    bool finished() const {
+        for (const ChoiceState& c : choices) {
+            if (!c.finish) return false;
+        }
+        return true;
+    }
+};
+
+struct Job {
+    bool chat = true;
+    bool stream = false;
+    bool include_usage = false;
+    std::string id, model;
+    int64_t created = 0;
+    std::vector<SubRequest> subs;
+
+    // A response that ends early (client gone before the first byte, write failure) frees its requests.
+    ~Job() { abort_all(); }
+    void abort_all() {
+        for (SubRequest& s : subs) {
+            if (s.handle && !s.handle->done()) s.handle->abort();
+        }
+    }
+    bool finished() const {
+        for (const SubRequest& s : subs) {
+            if (!s.finished()) return false;
+        }
+        return true;
+    }
+    json usage() const {
+        int64_t prompt = 0, completion = 0;
+        for (const SubRequest& s : subs) {
+            prompt += s.prompt_tokens;
+            for (const ChoiceState& c : s.choices) completion += c.tokens();
+        }
+        return {{"prompt_tokens", prompt}, {"completion_tokens", completion}, {"total_tokens", prompt + completion}};
+    }
+    json chunk(json choices) const {
+        json j = {{"id", id},
+                  {"object", chat ? "chat.completion.chunk" : "text_completion"},
+                  {"created", created},
+                  {"model", model},
+                  {"choices", std::move(choices)}};
+        if (include_usage) j["usage"] = nullptr;
+        return j;
+    }
+    static std::string sse(const json& j) { return "data: " + to_text(j) + "\n\n"; }
+
+    // Streaming: the SSE events for one delta (and the finish) of choice `c`.
+    std::string stream_delta(const ChoiceState& c, const OutputDelta& d, bool finishing) const {
+        std::string out;
+        if (chat) {
+            if (!d.empty()) {
+                json delta = json::object();
+                if (!d.reasoning.empty()) {
+                    delta["reasoning_content"] = d.reasoning;
+                    delta["reasoning"] = d.reasoning;
+                }
+                if (!d.content.empty()) delta["content"] = d.content;
+                out += sse(chunk(json::array(
+                    {{{"index", c.index}, {"delta", delta}, {"logprobs", nullptr}, {"finish_reason", nullptr}}})));
+            }
+            if (finishing) {
+                out += sse(chunk(json::array(
+                    {{{"index", c.index}, {"delta", json::object()}, {"logprobs", nullptr}, {"finish_reason", *c.finish}}})));
+            }
+        } else if (!d.content.empty() || finishing) {
+            out += sse(chunk(json::array({{{"index", c.index},
+                                           {"text", d.content},
+                                           {"logprobs", nullptr},
+                                           {"finish_reason", finishing ? json(*c.finish) : json(nullptr)}}})));
+        }
+        return out;
+    }
+
+    // Streaming: the first events (chat: the assistant role; completions with echo: the prompt).
+    std::string stream_start() const {
+        std::string out;
+        for (const SubRequest& s : subs) {
+            for (const ChoiceState& c : s.choices) {
+                if (chat) {
+                    out += sse(chunk(json::array({{{"index", c.index},
+                                                   {"delta", {{"role", "assistant"}, {"content", ""}}},
+                                                   {"logprobs", nullptr},
+                                                   {"finish_reason", nullptr}}})));
+                } else if (!s.echo.empty()) {
+                    out += sse(chunk(json::array(
+                        {{{"index", c.index}, {"text", s.echo}, {"logprobs", nullptr}, {"finish_reason", nullptr}}})));
+                }
+            }
+        }
+        return out;
+    }
+
+    std::string stream_end() const {
+        std::string out;
+        if (include_usage) {
+            json j = chunk(json::array());
+            j["usage"] = usage();
+            out += sse(j);
+        }
+        return out + "data: [DONE]\n\n";
+    }
+
+    std::string full_response() const {
+        json choices = json::array();
+        for (const SubRequest& s : subs) {
+            for (const ChoiceState& c : s.choices) {
+                if (chat) {
+                    json reasoning = c.reasoning.empty() ? json(nullptr) : json(c.reasoning);
+                    json message = {{"role", "assistant"},
+                                    {"content", c.content},
+                                    {"reasoning_content", reasoning},
+                                    {"reasoning", reasoning},
+                                    {"tool_calls", json::array()}};
+                    choices.push_back({{"index", c.index},
+                                       {"message", std::move(message)},
+                                       {"logprobs", nullptr},
+                                       {"finish_reason", *c.finish}});
+                } else {
+                    choices.push_back({{"index", c.index},
+                                       {"text", s.echo + c.content},
+                                       {"logprobs", nullptr},
+                                       {"finish_reason", *c.finish}});
+                }
+            }
+        }
+        json j = {{"id", id},
+                  {"object", chat ? "chat.completion" : "text_completion"},
+                  {"created", created},
+                  {"model", model},
+                  {"choices", std::move(choices)},
+                  {"usage", usage()}};
+        return to_text(j);
+    }
+
+    // Applies one engine delta; returns the SSE text to send (streaming) or accumulates (non-streaming).
+    std::string apply(SubRequest& sub, const engine::RequestOutput& out) {
+        if (out.choice < 0 || out.choice >= static_cast<int32_t>(sub.choices.size())) return {};
+        ChoiceState& c = sub.choices[out.choice];
+        if (c.finish) return {};  // ended by a stop string; the rest is discarded
+        OutputDelta d = c.proc->push(out.tokens);
+        if (c.proc->stopped()) {
+            c.finish = "stop";
+        } else if (out.finish != engine::FinishReason::kNone) {
+            OutputDelta f = c.proc->finish();
+            d.content += f.content;
+            d.reasoning += f.reasoning;
+            c.finish = finish_name(out.finish);
+            c.counted_stop_token = out.stop_token.has_value();
+        }
+        // A stop string can end every choice before the engine does: free the request now.
+        if (sub.finished() && !sub.handle->done()) sub.handle->abort();
+        if (!stream) {
+            c.content += d.content;
+            c.reasoning += d.reasoning;
+            return {};
+        }
+        return stream_delta(c, d, c.finish.has_value());
+    }
+};
+
+// The content-provider loop of one generation response. Returns false when the client went away (its
+// requests are aborted then).
+bool run_job(Job& job, ResponseSink& sink, const HttpServer& server, std::chrono::milliseconds heartbeat) {
+    Clock::time_point last_write = Clock::now();
+    auto write = [&](const std::string& s) {
+        if (s.empty()) return true;
+        if (!sink.write(s)) return false;
+        last_write = Clock::now();
+        return true;
+    };
+    if (job.stream && !write(job.stream_start())) {
+        job.abort_all();
+        return false;
+    }
+    bool aborted_for_shutdown = false;
+    const bool single = job.subs.size() == 1;
+    while (!job.finished()) {
+        if (!sink.alive()) {
+            job.abort_all();
+            return false;
+        }
+        if (server.aborting() && !aborted_for_shutdown) {
+            job.abort_all();
+            aborted_for_shutdown = true;
+        }
+        std::string buf;
+        bool got = false;
+        for (SubRequest& sub : job.subs) {
+            if (sub.finished()) continue;
+            engine::RequestOutput out;
+            auto timeout = std::chrono::milliseconds(single ? 20 : 0);
+            while (!sub.finished() && sub.handle->next(&out, timeout)) {
+                got = true;
+                timeout = std::chrono::milliseconds(0);
+                buf += job.apply(sub, out);
+            }
+            if (!sub.finished() && sub.handle->done()) {
+                // The engine ended the request without a finish for some choice (it should not): close them.
+                for (ChoiceState& c : sub.choices) {
+                    if (c.finish) continue;
+                    OutputDelta f = c.proc->finish();
+                    c.finish = "abort";
+                    if (job.stream) {
+                        buf += job.stream_delta(c, f, true);
+                    } else {
+                        c.content += f.content;
+                        c.reasoning += f.reasoning;
+                    }
+                }
+            }
+        }
+        if (!buf.empty()) {
+            if (!write(buf)) {
+                job.abort_all();
+                return false;
+            }
+        } else if (Clock::now() - last_write >= heartbeat) {
+            // SSE comment lines are ignored by clients; whitespace before a JSON body is allowed by JSON.
+            // The second write after the peer closed fails, which is how a silent disconnect is seen.
+            if (!write(job.stream ? ": ping\n\n" : " ")) {
+                job.abort_all();
+                return false;
+            }
+        }
+        if (!got && !single) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    return write(job.stream ? job.stream_end() : job.full_response());
+}
+
+ApiError model_not_found(const std::string& model) {
+    return ApiError{404, "invalid_request_error", "The model '" + model + "' does not exist.", std::string("model"),
+                    std::string("model_not_found")};
+}
+
+ApiError context_length_error(int64_t max_model_len, int64_t prompt, int64_t max_tokens, const char* what,
+                              const char* param) {
+    std::string m = "This model's maximum context length is " + std::to_string(max_model_len) +
+                    " tokens. However, you requested " + std::to_string(prompt + max_tokens) + " tokens (" +
+                    std::to_string(prompt) + " in the " + what + ", " + std::to_string(max_tokens) +
+                    " in the completion). Please reduce the length of the " + what + " or completion.";
+    return ApiError{400, "invalid_request_error", std::move(m), std::string(param),
+                    std::string("context_length_exceeded")};
+}
+
+ApiError loading_error() {
+    return ApiError{503, "server_error", "The model is still loading.", std::nullopt, std::string("model_loading")};
+}
+
+ApiError queue_full_error() {
+    return ApiError{503, "server_error", "The server is at capacity (running and queued requests); retry later.",
+                    std::nullopt, std::string("queue_full")};
+}
+
+engine::SamplingParams to_engine(const GenerationParams& p, int64_t max_tokens) {
+    engine::SamplingParams s;
+    s.temperature = p.temperature;
+    s.top_p = p.top_p;
+    s.min_p = p.min_p;
+    s.top_k = p.top_k;
+    s.presence_penalty = p.presence_penalty;
+    s.frequency_penalty = p.frequency_penalty;
+    s.repetition_penalty = p.repetition_penalty;
+    s.logit_bias = p.logit_bias;
+    s.seed = p.seed;
+    s.max_tokens = static_cast<int32_t>(std::min<int64_t>(max_tokens, std::numeric_limits<int32_t>::max()));
+    s.stop_token_ids = p.stop_token_ids;
+    s.ignore_eos = p.ignore_eos;
+    s.n = p.n;
+    return s;
+}
+
+}  // namespace
+
+std::variant<tokenizer::HarmonyConversation, ApiError> build_conversation(const std::vector<ChatMessage>& messages,
+                                                                          const std::optional<std::string>& effort,
+                                                                          const std::string& current_date) {
+    tokenizer::HarmonyConversation conv;
+    tokenizer::SystemOptions system;
+    system.current_date = current_date;
+    if (effort) {
+        system.reasoning_effort = *effort == "low"    ? tokenizer::ReasoningEffort::kLow
+                                  : *effort == "high" ? tokenizer::ReasoningEffort::kHigh
+                                                      : tokenizer::ReasoningEffort::kMedium;
+    }
+    conv.system = system;
+    // Every system and developer message, in order, becomes the developer message's instructions
+    // (docs/api.md): the harmony system message is ours (identity, date, reasoning effort, channels).
+    std::string instructions;
+    std::unordered_map<std::string, std::string> call_names;  // tool_call_id -> function name
+    for (size_t i = 0; i < messages.size(); ++i) {
+        const ChatMessage& m = messages[i];
+        if (m.role == "system" || m.role == "developer") {
+            if (!instructions.empty()) instructions += "\n\n";
+            instructions += m.content;
+        } else if (m.role == "user") {
+            conv.messages.push_back(tokenizer::HarmonyMessage::user(m.content));
+        } else if (m.role == "assistant") {
+            std::vector<tokenizer::HarmonyToolCall> calls;
+            for (const ChatMessage::ToolCall& c : m.tool_calls) {
+                calls.push_back({c.name, c.arguments});
+                if (!c.id.empty()) call_names[c.id] = c.name;
+            }
+            tokenizer::append_assistant_turn(conv.messages, m.reasoning, m.content, calls);
+        } else if (m.role == "tool") {
+            auto it = call_names.find(m.tool_call_id);
+            if (it == call_names.end()) {
+                std::string param = "messages[" + std::to_string(i) + "].tool_call_id";
+                return bad_field(param, "'" + param + "' ('" + m.tool_call_id +
+                                            "') does not name a tool call of an earlier assistant message.");
+            }
+            conv.messages.push_back(tokenizer::HarmonyMessage::tool_result(it->second, m.content));
+        }
+    }
+    if (!instructions.empty()) {
+        tokenizer::DeveloperOptions dev;
+        dev.instructions = instructions;
+        conv.developer = dev;
+    }
+    return conv;
+}
+
+OpenAiRoutes::OpenAiRoutes(RoutesConfig config, HttpServer& server,
+                           std::shared_ptr<const tokenizer::HarmonyEncoding> encoding)
+    : config_(std::move(config)),
+      server_(server),
+      encoding_(std::move(encoding)),
+      tokenizer_(encoding_->tokenizer_ptr()) {
+    server_.get(
+        "/health",
+        [this](const httplib::Request&, httplib::Response& res) {
+            if (engine_.load() == nullptr || server_.draining()) {
+                HttpServer::send_json(res, 503, {{"status", server_.draining() ? "shutting down" : "loading"}});
+            } else {
+                HttpServer::send_json(res, 200, {{"status", "ok"}});
+            }
+        },
+        true);
+    server_.get("/version", [](const httplib::Request&, httplib::Response& res) {
+        HttpServer::send_json(res, 200, {{"version", "0.1.0"}});
+    });
+    server_.get("/v1/models", [this](const httplib::Request&, httplib::Response& res) { models(res); });
+    server_.get("/metrics", [this](const httplib::Request&, httplib::Response& res) { metrics(res); });
+    server_.post("/v1/chat/completions", [this](const httplib::Request& q, httplib::Response& r) { chat(q, r); });
+    server_.post("/v1/completions", [this](const httplib::Request& q, httplib::Response& r) { completions(q, r); });
+    server_.post("/tokenize", [this](const httplib::Request& q, httplib::Response& r) { tokenize(q, r); });
+    server_.post("/detokenize", [this](const httplib::Request& q, httplib::Response& r) { detokenize(q, r); });
+}
+
+void OpenAiRoutes::models(httplib::Response& res) {
+    engine::Engine* engine = engine_.load();
+    json data = json::array();
+    for (const std::string& name : config_.served_model_names) {
+        json m = {{"id", name}, {"object", "model"}, {"created", 0}, {"owned_by", "voltllm"}, {"root", config_.model_root}};
+        if (engine) m["max_model_len"] = engine->max_model_len();
+        data.push_back(std::move(m));
+    }
+    HttpServer::send_json(res, 200, {{"object", "list"}, {"data", std::move(data)}});
+}
+
+void OpenAiRoutes::metrics(httplib::Response& res) {
+    std::string out;
+    auto line = [&](const std::string& name, int64_t v) { out += name + " " + std::to_string(v) + "\n"; };
+    line("voltllm_requests_admitted", server_.admitted());
+    if (engine::Engine* engine = engine_.load()) {
+        engine::EngineStats s = engine->stats();
+        line("voltllm_num_requests_running", s.num_running_seqs);
+        line("voltllm_num_requests_waiting", s.num_waiting_seqs);
+        line("voltllm_kv_blocks_used{group=\"full\"}", s.kv_blocks_used[0]);
+        line("voltllm_kv_blocks_used{group=\"sliding\"}", s.kv_blocks_used[1]);
+        line("voltllm_kv_blocks_total{group=\"full\"}", s.kv_blocks_total[0]);
+        line("voltllm_kv_blocks_total{group=\"sliding\"}", s.kv_blocks_total[1]);
+        line("voltllm_prompt_tokens_total", s.prompt_tokens);
+        line("voltllm_generation_tokens_total", s.generated_tokens);
+        line("voltllm_num_preemptions_total", s.num_preemptions);
+        line("voltllm_requests_finished_total", s.requests_finished);
+    }
+    res.status = 200;
+    res.set_content(out, "text/plain; version=0.0.4");
+}
+
+namespace {
+
+bool known_model(const RoutesConfig& config, const std::string& model) {
+    for (const std::string& n : config.served_model_names) {
+        if (n == model) return true;
+    }
+    return false;
+}
+
+// Sends an ApiError from a Status of Engine::submit.
+ApiError submit_error(const Status& s, const char* param) {
+    if (s.code() == StatusCode::kOutOfRange) {
+        return api_error_from_status(s, std::string(param), std::string("context_length_exceeded"));
+    }
+    if (s.code() == StatusCode::kResourceExhausted) return queue_full_error();
+    return api_error_from_status(s);
+}
+
+void start_response(HttpServer& server, httplib::Response& res, std::shared_ptr<Job> job, HttpServer::Ticket ticket,
+                    std::chrono::milliseconds heartbeat) {
+    if (job->stream) {
+        res.set_header("Cache-Control", "no-cache");
+        res.set_header("X-Accel-Buffering", "no");
+    }
+    res.status = 200;
+    res.set_chunked_content_provider(
+        job->stream ? "text/event-stream" : "application/json",
+        [&server, job, ticket, heartbeat](size_t, httplib::DataSink& sink) {
+            DataSinkAdapter out(sink);
+            bool ok = run_job(*job, out, server, heartbeat);
+            if (ok) sink.done();
+            return ok;
+        });
+}
+
+std::string new_id(const char* prefix, std::atomic<uint64_t>& counter) {
+    char buf[40];
+    std::snprintf(buf, sizeof buf, "%s%08llx%08llx", prefix, static_cast<unsigned long long>(std::time(nullptr)),
+                  static_cast<unsigned long long>(counter.fetch_add(1)));
+    return buf;
+}
+
+}  // namespace
+
+void OpenAiRoutes::chat(const httplib::Request& req, httplib::Response& res) {
+    engine::Engine* engine = engine_.load();
+    if (!engine) return server_.send_error(res, loading_error());
+    auto body = parse_json_body(req.body);
+    if (auto* e = std::get_if<ApiError>(&body)) return server_.send_error(res, *e);
+    auto parsed = parse_chat_request(std::get<json>(body));
+    if (auto* e = std::get_if<ApiError>(&parsed)) return server_.send_error(res, *e);
+    ChatRequest& r = std::get<ChatRequest>(parsed);
+    if (!known_model(config_, r.model)) return server_.send_error(res, model_not_found(r.model));
+
+    auto conv = build_conversation(r.messages, r.reasoning_effort,
+                                   config_.current_date.empty() ? today_utc() : config_.current_date);
+    if (auto* e = std::get_if<ApiError>(&conv)) return server_.send_error(res, *e);
+    auto prompt = encoding_->render_for_completion(std::get<tokenizer::HarmonyConversation>(conv));
+    if (!prompt.is_ok()) return server_.send_error(res, api_error_from_status(prompt.status(), std::string("messages")));
+    std::vector<int32_t> ids = std::move(prompt->ids);
+
+    const int64_t limit = engine->max_model_len();
+    const int64_t n_prompt = static_cast<int64_t>(ids.size());
+    int64_t max_tokens = r.params.max_tokens ? *r.params.max_tokens : limit - n_prompt;
+    if (n_prompt + std::max<int64_t>(max_tokens, 1) > limit) {
+        return server_.send_error(res, context_length_error(limit, n_prompt, std::max<int64_t>(max_tokens, 1),
+                                                            "messages", "messages"));
+    }
+    engine::SamplingParams sp = to_engine(r.params, max_tokens);
+    for (int32_t id : encoding_->stop_token_ids()) sp.stop_token_ids.push_back(id);
+
+    HttpServer::Ticket ticket = server_.try_admit();
+    if (!ticket) return server_.send_error(res, queue_full_error());
+    auto handle = engine->submit(std::move(ids), sp);
+    if (!handle.is_ok()) return server_.send_error(res, submit_error(handle.status(), "messages"));
+
+    auto job = std::make_shared<Job>();
+    job->chat = true;
+    job->stream = r.params.stream;
+    job->include_usage = r.params.include_usage;
+    job->id = new_id("chatcmpl-", next_id_);
+    job->model = r.model;
+    job->created = static_cast<int64_t>(std::time(nullptr));
+    SubRequest sub;
+    sub.handle = *handle;
+    sub.prompt_tokens = n_prompt;
+    for (int32_t i = 0; i < r.params.n; ++i) {
+        ChoiceState c;
+        c.index = i;
+        c.proc = make_chat_processor(encoding_, r.params.stop);
+        sub.choices.push_back(std::move(c));
+    }
+    job->subs.push_back(std::move(sub));
+    start_response(server_, res, std::move(job), std::move(ticket), config_.heartbeat);
+}
+
+void OpenAiRoutes::completions(const httplib::Request& req, httplib::Response& res) {
+    engine::Engine* engine = engine_.load();
+    if (!engine) return server_.send_error(res, loading_error());
+    auto body = parse_json_body(req.body);
+    if (auto* e = std::get_if<ApiError>(&body)) return server_.send_error(res, *e);
+    auto parsed = parse_completion_request(std::get<json>(body));
+    if (auto* e = std::get_if<ApiError>(&parsed)) return server_.send_error(res, *e);
+    CompletionRequest& r = std::get<CompletionRequest>(parsed);
+    if (!known_model(config_, r.model)) return server_.send_error(res, model_not_found(r.model));
+
+    const int64_t limit = engine->max_model_len();
+    const int64_t max_tokens = r.params.max_tokens.value_or(16);  // the OpenAI default for completions
+    std::vector<std::vector<int32_t>> prompts;
+    for (const Prompt& p : r.prompts) {
+        std::vector<int32_t> ids;
+        if (const auto* text = std::get_if<std::string>(&p)) {
+            auto enc = tokenizer_->encode(*text, tokenizer::SpecialTokens::kRecognise);
+            if (!enc.is_ok()) return server_.send_error(res, api_error_from_status(enc.status(), std::string("prompt")));
+            ids = std::move(*enc);
+        } else {
+            ids = std::get<std::vector<int32_t>>(p);
+            for (int32_t id : ids) {
+                if (id >= tokenizer_->vocab_size()) {
+                    return server_.send_error(
+                        res, bad_field("prompt", "Token id " + std::to_string(id) + " in 'prompt' is out of the vocabulary (" +
+                                                     std::to_string(tokenizer_->vocab_size()) + " ids)."));
+                }
+            }
+        }
+        const int64_t n_prompt = static_cast<int64_t>(ids.size());
+        if (n_prompt + max_tokens > limit) {
+            return server_.send_error(res, context_length_error(limit, n_prompt, max_tokens, "prompt", "prompt"));
+        }
+        prompts.push_back(std::move(ids));
+    }
+
+    HttpServer::Ticket ticket = server_.try_admit();
+    if (!ticket) return server_.send_error(res, queue_full_error());
+    auto job = std::make_shared<Job>();
+    job->chat = false;
+    job->stream = r.params.stream;
+    job->include_usage = r.params.include_usage;
+    job->id = new_id("cmpl-", next_id_);
+    job->model = r.model;
+    job->created = static_cast<int64_t>(std::time(nullptr));
+    engine::SamplingParams sp = to_engine(r.params, max_tokens);
+    for (size_t i = 0; i < prompts.size(); ++i) {
+        SubRequest sub;
+        sub.prompt_tokens = static_cast<int64_t>(prompts[i].size());
+        if (r.echo) sub.echo = tokenizer_->decode(prompts[i], false);
+        auto handle = engine->submit(std::move(prompts[i]), sp);
+        // A failure aborts the requests already submitted (the Job's destructor).
+        if (!handle.is_ok()) return server_.send_error(res, submit_error(handle.status(), "prompt"));
+        sub.handle = *handle;
+        for (int32_t j = 0; j < r.params.n; ++j) {
+            ChoiceState c;
+            c.index = static_cast<int>(i) * r.params.n + j;
+            c.proc = make_text_processor(tokenizer_, r.params.stop, r.params.skip_special_tokens);
+            sub.choices.push_back(std::move(c));
+        }
+        job->subs.push_back(std::move(sub));
+    }
+    start_response(server_, res, std::move(job), std::move(ticket), config_.heartbeat);
+}
+
+void OpenAiRoutes::tokenize(const httplib::Request& req, httplib::Response& res) {
+    auto body = parse_json_body(req.body);
+    if (auto* e = std::get_if<ApiError>(&body)) return server_.send_error(res, *e);
+    auto parsed = parse_tokenize_request(std::get<json>(body));
+    if (auto* e = std::get_if<ApiError>(&parsed)) return server_.send_error(res, *e);
+    TokenizeRequest& r = std::get<TokenizeRequest>(parsed);
+    if (!r.model.empty() && !known_model(config_, r.model)) return server_.send_error(res, model_not_found(r.model));
+    std::vector<int32_t> ids;
+    if (r.prompt) {
+        auto enc = tokenizer_->encode(*r.prompt, r.add_special_tokens ? tokenizer::SpecialTokens::kRecognise
+                                                                       : tokenizer::SpecialTokens::kIgnore);
+        if (!enc.is_ok()) return server_.send_error(res, api_error_from_status(enc.status(), std::string("prompt")));
+        ids = std::move(*enc);
+    } else {
+        auto conv = build_conversation(r.messages, r.reasoning_effort,
+                                       config_.current_date.empty() ? today_utc() : config_.current_date);
+        if (auto* e = std::get_if<ApiError>(&conv)) return server_.send_error(res, *e);
+        auto prompt = encoding_->render_for_completion(std::get<tokenizer::HarmonyConversation>(conv));
+        if (!prompt.is_ok()) return server_.send_error(res, api_error_from_status(prompt.status(), std::string("messages")));
+        ids = std::move(prompt->ids);
+    }
+    json out = {{"count", ids.size()}, {"tokens", ids}};
+    if (engine::Engine* engine = engine_.load()) out["max_model_len"] = engine->max_model_len();
+    HttpServer::send_json(res, 200, out);
+}
+
+void OpenAiRoutes::detokenize(const httplib::Request& req, httplib::Response& res) {
+    auto body = parse_json_body(req.body);
+    if (auto* e = std::get_if<ApiError>(&body)) return server_.send_error(res, *e);
+    auto parsed = parse_detokenize_request(std::get<json>(body));
+    if (auto* e = std::get_if<ApiError>(&parsed)) return server_.send_error(res, *e);
+    DetokenizeRequest& r = std::get<DetokenizeRequest>(parsed);
+    if (!r.model.empty() && !known_model(config_, r.model)) return server_.send_error(res, model_not_found(r.model));
+    for (int32_t id : r.tokens) {
+        if (id >= tokenizer_->vocab_size()) {
+            return server_.send_error(res, bad_field("tokens", "Token id " + std::to_string(id) +
+                                                                   " is out of the vocabulary (" +
+                                                                   std::to_string(tokenizer_->vocab_size()) + " ids)."));
+        }
+    }
+    // Bytes that are not valid UTF-8 on their own (a token ending mid-character) become U+FFFD in JSON.
+    HttpServer::send_json(res, 200, {{"prompt", tokenizer_->decode(r.tokens, false)}});
+}
+
+}  // namespace volt::server

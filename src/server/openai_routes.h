@@ -1,0 +1,69 @@
+// The OpenAI-compatible routes of `voltllm serve` over the engine, the tokenizer and harmony:
+// POST /v1/chat/completions, POST /v1/completions, GET /v1/models, GET /health, POST /tokenize,
+// POST /detokenize, GET /version, GET /metrics. Generation responses, streamed (SSE) or not, go through
+// one content-provider loop that polls the engine, writes deltas, sends a heartbeat while idle (an SSE
+// comment, or JSON-leading whitespace) so a vanished client is noticed within ~2 heartbeats and its
+// request aborted (KV freed). docs/api.md describes the behaviour. Tests: tests/unit/server/
+// openai_routes_test.cc (scripted executor) and tests/api/*.mjs (the official openai client).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "engine/engine.h"
+#include "server/http_server.h"
+#include "server/request.h"
+#include "tokenizer/harmony_encoding.h"
+
+namespace volt::server {
+
+struct RoutesConfig {
+    std::vector<std::string> served_model_names;  // the first is reported; requests may name any
+    std::string model_root;                       // /v1/models "root": the model directory or preset
+    // "Current date: ..." of the harmony system message; empty: today's UTC date at each request.
+    std::string current_date;
+    // Idle time after which a response writes a heartbeat (disconnect detection).
+    std::chrono::milliseconds heartbeat{100};
+};
+
+// Chat messages -> harmony conversation: our system message (identity, knowledge cutoff, `current_date`,
+// reasoning effort: `effort` or medium, the channels line); every system and developer message, in
+// order, joined by a blank line, as the developer message's instructions; user text as user messages;
+// assistant history with its reasoning as analysis (append_assistant_turn); tool results authored by the
+// function that an earlier tool_call_id names. 400 naming the field for an unknown tool_call_id.
+std::variant<tokenizer::HarmonyConversation, ApiError> build_conversation(const std::vector<ChatMessage>& messages,
+                                                                          const std::optional<std::string>& effort,
+                                                                          const std::string& current_date);
+
+class OpenAiRoutes {
+  public:
+    // `server` must outlive this object. Registers every route at once; generation routes answer 503
+    // until set_engine().
+    OpenAiRoutes(RoutesConfig config, HttpServer& server, std::shared_ptr<const tokenizer::HarmonyEncoding> encoding);
+
+    // The engine is ready: /health turns 200 and generation starts. Not owned; must outlive this object
+    // or be replaced by nullptr first.
+    void set_engine(engine::Engine* engine) { engine_.store(engine); }
+
+  private:
+    void chat(const httplib::Request& req, httplib::Response& res);
+    void completions(const httplib::Request& req, httplib::Response& res);
+    void tokenize(const httplib::Request& req, httplib::Response& res);
+    void detokenize(const httplib::Request& req, httplib::Response& res);
+    void models(httplib::Response& res);
+    void metrics(httplib::Response& res);
+
+    RoutesConfig config_;
+    HttpServer& server_;
+    std::shared_ptr<const tokenizer::HarmonyEncoding> encoding_;
+    std::shared_ptr<const tokenizer::Tokenizer> tokenizer_;
+    std::atomic<engine::Engine*> engine_{nullptr};
+    std::atomic<uint64_t> next_id_{0};
+};
+
+}  // namespace volt::server
