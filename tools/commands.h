@@ -4,4 +4,8 @@
 
 #include <CLI/CLI.hpp>
 
-namespace volt::tools {}  // namespace volt::tools
+namespace volt::tools {
+
+void register_make_model(CLI::App& app);  // cmd_make_model.cc
+
+}  // namespace volt::tools

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <mutex>
 #include <string>
 
 #include "core/check.h"
@@ -158,6 +159,32 @@ Status quantize_mxfp4_row(const float* x, int64_t n, ScaleRule rule, uint8_t* co
     for (int64_t b = 0; b < n / kMxfp4BlockSize; ++b)
         quantize_mxfp4_block(x + b * kMxfp4BlockSize, rule, codes + b * kMxfp4BlockBytes, &scales[b]);
     return Status::ok();
+}
+
+Status quantize_mxfp4_matrix(const float* x, int64_t rows, int64_t cols, ScaleRule rule, ThreadPool& pool,
+                             uint8_t* codes, uint8_t* scales) {
+    if (cols % kMxfp4BlockSize != 0)
+        return invalid_argument("MXFP4 quantization: row length " + std::to_string(cols) +
+                                " is not a multiple of 32");
+    const int64_t nb = cols / kMxfp4BlockSize;
+    std::mutex mu;
+    Status first;
+    int64_t first_row = rows;
+    pool.parallel_for(rows, 8, [&](int64_t b, int64_t e) {
+        for (int64_t r = b; r < e; ++r) {
+            Status st = quantize_mxfp4_row(x + r * cols, cols, rule, codes + r * nb * kMxfp4BlockBytes,
+                                           scales + r * nb);
+            if (!st.is_ok()) {
+                std::lock_guard<std::mutex> lock(mu);
+                if (r < first_row) {
+                    first_row = r;
+                    first = Status(st.code(), "row " + std::to_string(r) + ": " + st.message());
+                }
+                return;
+            }
+        }
+    });
+    return first;
 }
 
 }  // namespace volt::quant

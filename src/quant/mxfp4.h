@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "core/status.h"
+#include "core/thread_pool.h"
 
 namespace volt::quant {
 
@@ -57,5 +58,11 @@ void quantize_mxfp4_block(const float* x, ScaleRule rule, uint8_t* codes, uint8_
 // Quantizes a row of n floats (n a multiple of 32) into codes [n/32, 16] u8 and scales [n/32] u8.
 // Errors: kInvalidArgument when n is not a multiple of 32 or an element is NaN/inf (naming its index).
 Status quantize_mxfp4_row(const float* x, int64_t n, ScaleRule rule, uint8_t* codes, uint8_t* scales);
+
+// quantize_mxfp4_row over the rows of a row-major [rows, cols] matrix, rows spread over `pool`:
+// codes [rows, cols/32, 16] u8, scales [rows, cols/32] u8. Errors: as quantize_mxfp4_row (the first
+// failing row, named).
+Status quantize_mxfp4_matrix(const float* x, int64_t rows, int64_t cols, ScaleRule rule, ThreadPool& pool,
+                             uint8_t* codes, uint8_t* scales);
 
 }  // namespace volt::quant
