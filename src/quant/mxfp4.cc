@@ -38,25 +38,11 @@ bool parse_scale_rule(const char* name, ScaleRule* out) {
 uint8_t encode_e2m1(float x) {
     const uint8_t sign = std::signbit(x) ? 0x8 : 0x0;
     const float a = std::fabs(x);
-    // Midpoints between grid neighbours; at a tie (<= / >= below) the code with mantissa bit 0 wins:
-    // 0.25 -> 0, 0.75 -> 1.0, 1.25 -> 1.0, 1.75 -> 2.0, 2.5 -> 2.0, 3.5 -> 4.0, 5.0 -> 4.0.
-    uint8_t m;
-    if (a <= 0.25f)
-        m = 0;  // 0
-    else if (a < 0.75f)
-        m = 1;  // 0.5
-    else if (a <= 1.25f)
-        m = 2;  // 1.0
-    else if (a < 1.75f)
-        m = 3;  // 1.5
-    else if (a <= 2.5f)
-        m = 4;  // 2.0
-    else if (a < 3.5f)
-        m = 5;  // 3.0
-    else if (a <= 5.0f)
-        m = 6;  // 4.0
-    else
-        m = 7;  // 6.0, also everything above (saturation)
+    // Count the midpoints between grid neighbours that |x| passes (branch-free). At a tie the code with
+    // mantissa bit 0 wins, hence > at ties that go down and >= at ties that go up:
+    // 0.25 -> 0, 0.75 -> 1.0, 1.25 -> 1.0, 1.75 -> 2.0, 2.5 -> 2.0, 3.5 -> 4.0, 5.0 -> 4.0; above 5 -> 6.
+    const uint8_t m = static_cast<uint8_t>((a > 0.25f) + (a >= 0.75f) + (a > 1.25f) + (a >= 1.75f) +
+                                           (a > 2.5f) + (a >= 3.5f) + (a > 5.0f));
     return sign | m;
 }
 
@@ -93,12 +79,14 @@ float block_amax(const float* x) {
 
 // Encodes the block with a fixed scale byte; returns the squared error of the decoded block.
 double encode_with_scale(const float* x, uint8_t scale, uint8_t* codes) {
-    const int shift = 127 - static_cast<int>(scale);  // x / 2^(scale-127) == ldexp(x, shift)
+    // x / 2^(scale-127) as a product with 2^(127-scale), a normal or subnormal f32 power of two for
+    // every byte 0..254: exact, like ldexp, but inlined.
+    const float inv = e8m0_to_f32(static_cast<uint8_t>(254 - scale));
     const float s = e8m0_to_f32(scale);
     double err = 0.0;
     for (int j = 0; j < kMxfp4BlockBytes; ++j) {
-        const uint8_t lo = encode_e2m1(std::ldexp(x[2 * j], shift));
-        const uint8_t hi = encode_e2m1(std::ldexp(x[2 * j + 1], shift));
+        const uint8_t lo = encode_e2m1(x[2 * j] * inv);
+        const uint8_t hi = encode_e2m1(x[2 * j + 1] * inv);
         codes[j] = static_cast<uint8_t>(lo | (hi << 4));
         const double d0 = static_cast<double>(kFp4Values[lo]) * s - x[2 * j];
         const double d1 = static_cast<double>(kFp4Values[hi]) * s - x[2 * j + 1];
