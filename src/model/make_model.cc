@@ -326,7 +326,6 @@ Status write_sharded_units(const std::string& dir, const std::vector<OutputUnit>
 namespace {
 
 Status copy_file(const std::string& from, const std::string& to) {
-    if (!std::filesystem::exists(from)) return not_found("make-model: tokenizer file " + from + " not found");
     std::error_code ec;
     std::filesystem::copy_file(from, to, std::filesystem::copy_options::overwrite_existing, ec);
     if (ec) return internal_error("cannot copy " + from + " to " + to + ": " + ec.message());
@@ -443,6 +442,10 @@ std::vector<OutputUnit> plan_units(const GptOssConfig& c, const MakeModelOptions
 }  // namespace
 
 Status make_model(const GptOssConfig& c, const MakeModelOptions& o, const std::string& out_dir) {
+    for (const char* f : {"tokenizer.json", "tokenizer_config.json"}) {
+        if (!o.tokenizer_dir.empty() && !std::filesystem::exists(o.tokenizer_dir + "/" + f))
+            return not_found("make-model: tokenizer file " + o.tokenizer_dir + "/" + f + " not found");
+    }
     auto pool = std::make_shared<ThreadPool>(o.threads);
     VOLT_RETURN_IF_ERROR(write_sharded_units(out_dir, plan_units(c, o, pool), o.max_shard_bytes));
     VOLT_RETURN_IF_ERROR(
