@@ -7,5 +7,6 @@
 namespace volt::tools {
 
 void register_tokenize(CLI::App& app);  // cmd_tokenize.cc
+void register_make_model(CLI::App& app);  // cmd_make_model.cc
 
 }  // namespace volt::tools
