@@ -70,6 +70,7 @@ constexpr const char* kLmHead = "lm_head.weight";                  // [V, H]
 constexpr int64_t kMxfp4Block = 32;                                // values per E8M0 scale (spec §2.3)
 // Where the page-touch sums go, so the compiler cannot drop the reads.
 std::atomic<uint64_t> touch_sink{0};
+constexpr int64_t kTouchPieceBytes = int64_t{16} << 20;
 
 // Keeps the mapped files alive for the pointers into them.
 struct CheckpointStorage : WeightStorage {
@@ -94,27 +95,28 @@ struct Job {
     int64_t batch = 0, rows = 0, cols = 0;
 };
 
-uint16_t element_to_bf16(DType t, const uint8_t* base, int64_t i) {
+// out[k] = bf16(src element `first + k`) for k < n; src holds BF16, F16 or F32 (checked at planning).
+void to_bf16(DType t, const uint8_t* src, int64_t first, int64_t n, uint16_t* out) {
     switch (t) {
-        case DType::kBF16: {
-            uint16_t h;
-            std::memcpy(&h, base + 2 * i, 2);
-            return h;
-        }
-        case DType::kF16: {
-            uint16_t h;
-            std::memcpy(&h, base + 2 * i, 2);
-            return f32_to_bf16(f16_to_f32(h));
-        }
-        case DType::kF32: {
-            float f;
-            std::memcpy(&f, base + 4 * i, 4);
-            return f32_to_bf16(f);
-        }
+        case DType::kBF16:
+            std::memcpy(out, src + 2 * first, static_cast<size_t>(n) * 2);
+            return;
+        case DType::kF16:
+            for (int64_t k = 0; k < n; ++k) {
+                uint16_t h;
+                std::memcpy(&h, src + 2 * (first + k), 2);
+                out[k] = f32_to_bf16(f16_to_f32(h));
+            }
+            return;
+        case DType::kF32:
+            for (int64_t k = 0; k < n; ++k) {
+                float f;
+                std::memcpy(&f, src + 4 * (first + k), 4);
+                out[k] = f32_to_bf16(f);
+            }
+            return;
         default:
-            VOLT_CHECK(false) << "element_to_bf16: dtype " << dtype_name(t)
-                              << " was not rejected at planning";
-            return 0;
+            VOLT_CHECK(false) << "to_bf16: dtype " << dtype_name(t) << " was not rejected at planning";
     }
 }
 
@@ -242,40 +244,53 @@ Status plan_layer(Planner& p, const GptOssConfig& c, int64_t i, LayerWeights& la
     return Status::ok();
 }
 
-// Reads one byte per 4 KiB page of [p, p + n) so the kernel maps it in, reporting progress per chunk.
-uint64_t touch_pages(const io::SafetensorsFile& file, const io::TensorInfo& t, io::ProgressMeter& meter) {
-    constexpr int64_t kChunk = int64_t{64} << 20;
+// A piece of a mapped tensor to fault in.
+struct TouchPiece {
+    const io::SafetensorsFile* file;
+    const io::TensorInfo* tensor;
+    int64_t begin, end;  // byte range within the tensor
+};
+
+// Reads one byte per 4 KiB page of every piece (after madvise WILLNEED) so the kernel maps it in.
+// Pieces go to the pool's threads in contiguous runs, which keeps several sequential reads in flight:
+// on the dev VM (2 threads, cold page cache) 2.1 GiB/s against 1.2 GiB/s with one thread and
+// 1.8 GiB/s for `cat`.
+void touch_pieces(const std::vector<TouchPiece>& pieces, ThreadPool& pool, io::ProgressMeter& meter) {
     constexpr int64_t kPage = 4096;
-    uint64_t sum = 0;
-    file.prefetch(t.file_offset, std::min(kChunk, t.nbytes));
-    for (int64_t begin = 0; begin < t.nbytes; begin += kChunk) {
-        const int64_t end = std::min(t.nbytes, begin + kChunk);
-        if (end < t.nbytes) file.prefetch(t.file_offset + end, std::min(kChunk, t.nbytes - end));
-        for (int64_t k = begin; k < end; k += kPage) sum += t.data[k];
-        meter.add(end - begin);
-    }
-    return sum;
+    pool.parallel_for(static_cast<int64_t>(pieces.size()), 1, [&](int64_t b, int64_t e) {
+        uint64_t sum = 0;
+        for (int64_t i = b; i < e; ++i) {
+            const TouchPiece& piece = pieces[i];
+            piece.file->prefetch(piece.tensor->file_offset + piece.begin, piece.end - piece.begin);
+            for (int64_t k = piece.begin; k < piece.end; k += kPage) sum += piece.tensor->data[k];
+            meter.add(piece.end - piece.begin);
+        }
+        touch_sink.fetch_add(sum, std::memory_order_relaxed);
+    });
 }
 
-void run_job(const Job& job, OwnedStorage& owned, ThreadPool& pool, io::ProgressMeter& meter, bool touch,
-             uint64_t* touched_sum) {
+// Sets the job's pointer; conversions and transposes run here, mapped tensors are only listed in
+// `touch` (when not null) to be faulted in afterwards.
+void run_job(const Job& job, OwnedStorage& owned, ThreadPool& pool, io::ProgressMeter& meter,
+             std::vector<TouchPiece>* touch) {
     const io::TensorInfo& t = *job.tensor;
     switch (job.kind) {
         case JobKind::kMap:
             if (job.dest16 != nullptr) *job.dest16 = reinterpret_cast<const uint16_t*>(t.data);
             if (job.dest8 != nullptr) *job.dest8 = t.data;
-            if (touch)
-                *touched_sum += touch_pages(*job.file, t, meter);
-            else
+            if (touch == nullptr) {
                 meter.add(t.nbytes);
+                return;
+            }
+            for (int64_t b = 0; b < t.nbytes; b += kTouchPieceBytes)
+                touch->push_back({job.file, &t, b, std::min(t.nbytes, b + kTouchPieceBytes)});
             return;
         case JobKind::kToBf16: {
             const int64_t n = t.numel();
             owned.buffers.emplace_back(new uint16_t[std::max<int64_t>(n, 1)]);
             uint16_t* out = owned.buffers.back().get();
-            pool.parallel_for(n, 1 << 16, [&](int64_t b, int64_t e) {
-                for (int64_t k = b; k < e; ++k) out[k] = element_to_bf16(t.dtype, t.data, k);
-            });
+            pool.parallel_for(n, 1 << 16,
+                              [&](int64_t b, int64_t e) { to_bf16(t.dtype, t.data, b, e - b, out + b); });
             *job.dest16 = out;
             meter.add(t.nbytes);
             return;
@@ -284,23 +299,30 @@ void run_job(const Job& job, OwnedStorage& owned, ThreadPool& pool, io::Progress
             const int64_t rows = job.rows, cols = job.cols;
             owned.buffers.emplace_back(new uint16_t[std::max<int64_t>(job.batch * rows * cols, 1)]);
             uint16_t* out = owned.buffers.back().get();
-            // Work items are (batch, 64-row strip): the strip's reads are sequential and each output
-            // row receives 64 adjacent values.
-            constexpr int64_t kStrip = 64;
-            const int64_t strips = (rows + kStrip - 1) / kStrip;
+            // Work items are (batch, 64-row strip); a strip goes through 64 x 64 tiles converted into a
+            // local buffer (sequential reads), then written out column by column, so each output row
+            // receives 64 adjacent values and both sides stay in L1.
+            constexpr int64_t kTile = 64;
+            const int64_t strips = (rows + kTile - 1) / kTile;
+            const int64_t strip_bytes = kTile * cols * dtype_size(t.dtype);
             pool.parallel_for(job.batch * strips, 1, [&](int64_t b, int64_t e) {
+                uint16_t tile[kTile][kTile];
                 for (int64_t item = b; item < e; ++item) {
-                    const int64_t bi = item / strips, r0 = (item % strips) * kStrip;
-                    const int64_t r1 = std::min(rows, r0 + kStrip);
+                    const int64_t bi = item / strips, r0 = (item % strips) * kTile;
+                    const int64_t r1 = std::min(rows, r0 + kTile);
                     const int64_t src = bi * rows * cols;
                     uint16_t* dst = out + bi * rows * cols;
-                    for (int64_t r = r0; r < r1; ++r)
-                        for (int64_t c = 0; c < cols; ++c)
-                            dst[c * rows + r] = element_to_bf16(t.dtype, t.data, src + r * cols + c);
+                    for (int64_t c0 = 0; c0 < cols; c0 += kTile) {
+                        const int64_t c1 = std::min(cols, c0 + kTile);
+                        for (int64_t r = r0; r < r1; ++r)
+                            to_bf16(t.dtype, t.data, src + r * cols + c0, c1 - c0, tile[r - r0]);
+                        for (int64_t c = c0; c < c1; ++c)
+                            for (int64_t r = r0; r < r1; ++r) dst[c * rows + r] = tile[r - r0][c - c0];
+                    }
+                    meter.add(r1 - r0 == kTile ? strip_bytes : (r1 - r0) * cols * dtype_size(t.dtype));
                 }
             });
             *job.dest16 = out;
-            meter.add(t.nbytes);
             return;
         }
     }
@@ -352,16 +374,16 @@ Result<std::shared_ptr<ModelWeights>> load_model(const std::string& dir, const L
     });
     auto owned = std::make_shared<OwnedStorage>();
     ThreadPool pool(options.num_threads);
-    uint64_t touched_sum = 0;
     {
         io::ProgressMeter meter("loading " + dir, total, options.progress);
-        for (const Job& job : p.jobs()) run_job(job, *owned, pool, meter, options.touch_pages, &touched_sum);
+        std::vector<TouchPiece> touch;
+        for (const Job& job : p.jobs())
+            run_job(job, *owned, pool, meter, options.touch_pages ? &touch : nullptr);
+        touch_pieces(touch, pool, meter);
         meter.finish();
         spdlog::info("{}: loaded {} tensors ({} ignored), {} in {:.1f} s", dir, p.jobs().size(), ignored,
                      io::format_bytes(static_cast<double>(total)), meter.elapsed_s());
     }
-    touch_sink.fetch_add(touched_sum, std::memory_order_relaxed);
-
     auto mapped = std::make_shared<CheckpointStorage>();
     mapped->checkpoint = std::move(ck);
     w->storage.push_back(std::move(mapped));
