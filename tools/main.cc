@@ -1,5 +1,7 @@
 // voltllm: the command-line entry point. Subcommands are registered from tools/cmd_*.cc.
 #include <cstdio>
+#include <string>
+#include <vector>
 
 #include "core/logging.h"
 #include "tools/commands.h"
@@ -12,6 +14,11 @@ int main(int argc, char** argv) {
     app.set_version_flag("--version", "voltllm 0.1.0");
     volt::tools::register_tokenize(app);
     volt::tools::register_make_model(app);
-    CLI11_PARSE(app, argc, argv);
+    volt::tools::register_serve(app);
+    // vLLM spelling: `--max_model_len` is `--max-model-len` (tools/cmd_serve.cc).
+    std::vector<std::string> args = volt::tools::normalize_args(argc, argv);
+    std::vector<char*> arg_ptrs;
+    for (std::string& a : args) arg_ptrs.push_back(a.data());
+    CLI11_PARSE(app, static_cast<int>(arg_ptrs.size()), arg_ptrs.data());
     return 0;
 }

