@@ -3,5 +3,15 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <cstdint>
+#include <string>
+#include <vector>
 
-namespace volt::tools {}  // namespace volt::tools
+namespace volt::tools {
+
+void register_logits(CLI::App& app);
+
+// "1,2,3" -> {1, 2, 3}; throws CLI::ValidationError on anything else.
+std::vector<int32_t> parse_id_list(const std::string& s);
+
+}  // namespace volt::tools
