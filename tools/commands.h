@@ -3,6 +3,9 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <cstdint>
+#include <string>
+#include <vector>
 
 namespace volt::tools {
 
@@ -11,5 +14,9 @@ void register_make_model(CLI::App& app);  // cmd_make_model.cc
 void register_serve(CLI::App& app);       // cmd_serve.cc
 // argv with vLLM's underscore flag spelling rewritten to dashes (cmd_serve.cc).
 std::vector<std::string> normalize_args(int argc, char** argv);
+void register_logits(CLI::App& app);
+
+// "1,2,3" -> {1, 2, 3}; throws CLI::ValidationError on anything else.
+std::vector<int32_t> parse_id_list(const std::string& s);
 
 }  // namespace volt::tools

@@ -15,6 +15,8 @@ int main(int argc, char** argv) {
     volt::tools::register_tokenize(app);
     volt::tools::register_make_model(app);
     volt::tools::register_serve(app);
+    volt::tools::register_logits(app);
+    app.parse_complete_callback([&] { volt::init_logging(log_level); });
     // vLLM spelling: `--max_model_len` is `--max-model-len` (tools/cmd_serve.cc).
     std::vector<std::string> args = volt::tools::normalize_args(argc, argv);
     std::vector<char*> arg_ptrs;

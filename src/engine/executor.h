@@ -60,6 +60,7 @@ struct SeqSampling {
 
 struct StepBatch {
     int64_t num_tokens = 0, num_seqs = 0;
+    int64_t vocab_size_real = 0;                      // ids >= this are never sampled (padding)
     std::vector<int32_t> token_ids;                   // [T]
     std::vector<int32_t> positions;                   // [T]
     std::vector<int64_t> slot_mapping[kNumKvGroups];  // [T] block * block_size + offset
