@@ -67,7 +67,8 @@ std::string ensure_default_model() {
     Status st = model::make_model(*config, mo, tmp);
     if (!st.is_ok()) fail(st.to_string());
     fs::rename(tmp, dir, ec);
-    if (ec && !fs::exists(dir + "/config.json")) fail("cannot move " + tmp + " to " + dir + ": " + ec.message());
+    if (ec && !fs::exists(dir + "/config.json"))
+        fail("cannot move " + tmp + " to " + dir + ": " + ec.message());
     fs::remove_all(tmp, ec);
     return dir;
 }
@@ -119,25 +120,29 @@ void run_serve(const ServeFlags& f) {
     ec.num_kv_blocks_override = f.num_kv_blocks;
     ec.vocab_size_real = (*tokenizer)->vocab_size();
     if (f.swap_space > 0) spdlog::info("--swap-space is accepted but not used yet: preemption recomputes");
-    if (f.dtype != "auto") spdlog::info("--dtype {}: the CPU executor computes in fp32 from bf16 weights", f.dtype);
+    if (f.dtype != "auto")
+        spdlog::info("--dtype {}: the CPU executor computes in fp32 from bf16 weights", f.dtype);
 
     server::HttpServerConfig hc;
     hc.host = f.host;
     hc.port = f.port;
     hc.api_key = f.api_key;
     hc.max_admitted = f.max_num_seqs + f.max_queued_requests;
-    hc.max_body_bytes = static_cast<size_t>(count_or_fail(f.max_request_body_bytes, "--max-request-body-bytes"));
+    hc.max_body_bytes =
+        static_cast<size_t>(count_or_fail(f.max_request_body_bytes, "--max-request-body-bytes"));
     hc.shutdown_grace = std::chrono::milliseconds(static_cast<int64_t>(f.shutdown_timeout * 1000));
     server::HttpServer http(hc);
 
     server::RoutesConfig rc;
-    rc.served_model_names = f.served_model_names.empty() ? std::vector<std::string>{model_name} : f.served_model_names;
+    rc.served_model_names =
+        f.served_model_names.empty() ? std::vector<std::string>{model_name} : f.served_model_names;
     rc.model_root = scripted ? f.script : model_dir;
     server::OpenAiRoutes routes(rc, http, *encoding);
 
     Status bound = http.bind();
     if (!bound.is_ok()) fail(bound.message());
-    std::printf("voltllm serve: listening on http://%s:%d (OpenAI API under /v1)\n", f.host.c_str(), http.port());
+    std::printf("voltllm serve: listening on http://%s:%d (OpenAI API under /v1)\n", f.host.c_str(),
+                http.port());
     if (f.host == "127.0.0.1" || f.host == "localhost") {
         std::printf("voltllm serve: only this machine can connect; pass --host 0.0.0.0 to accept others\n");
     }
@@ -186,10 +191,13 @@ void register_serve(CLI::App& app) {
     CLI::App* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server");
     cmd->add_option("model_tag", f->model_positional, "Model directory (default: the embedded tiny-chat)");
     cmd->add_option("--model", f->model, "Model directory (same as the positional MODEL)");
-    cmd->add_option("--host", f->host, "Address to listen on (0.0.0.0: every interface)")->capture_default_str();
+    cmd->add_option("--host", f->host, "Address to listen on (0.0.0.0: every interface)")
+        ->capture_default_str();
     cmd->add_option("--port", f->port, "Port (0: any free port, printed at start)")->capture_default_str();
-    cmd->add_option("--served-model-name", f->served_model_names, "Name(s) clients use (default: the model path)");
-    cmd->add_option("--max-model-len", f->max_model_len, "Context limit: tokens, 32k (x1000), 32K (x1024) or auto")
+    cmd->add_option("--served-model-name", f->served_model_names,
+                    "Name(s) clients use (default: the model path)");
+    cmd->add_option("--max-model-len", f->max_model_len,
+                    "Context limit: tokens, 32k (x1000), 32K (x1024) or auto")
         ->capture_default_str();
     cmd->add_option("--max-num-seqs", f->max_num_seqs, "Sequences per engine step")->capture_default_str();
     cmd->add_option("--max-num-batched-tokens", f->max_num_batched_tokens, "Tokens per engine step")
@@ -198,18 +206,22 @@ void register_serve(CLI::App& app) {
     cmd->add_option("--dtype", f->dtype, "auto, bfloat16, float16, float32")
         ->check(CLI::IsMember({"auto", "bfloat16", "float16", "float32", "half", "float"}))
         ->capture_default_str();
-    cmd->add_option("--api-key", f->api_key, "Require `Authorization: Bearer KEY` on every route but /health");
+    cmd->add_option("--api-key", f->api_key,
+                    "Require `Authorization: Bearer KEY` on every route but /health");
     cmd->add_option("--max-queued-requests", f->max_queued_requests,
                     "Requests waiting beyond --max-num-seqs; more get 503 with Retry-After")
         ->capture_default_str();
     cmd->add_option("--kv-cache-memory-bytes", f->kv_cache_memory_bytes, "KV cache budget (e.g. 4G, 512M)");
-    cmd->add_option("--swap-space", f->swap_space, "GiB of host swap for preemption (accepted, not used yet)");
+    cmd->add_option("--swap-space", f->swap_space,
+                    "GiB of host swap for preemption (accepted, not used yet)");
     cmd->add_option("--executor", f->executor, "cpu, or scripted (replays --script, for tests)")
         ->check(CLI::IsMember({"cpu", "scripted"}))
         ->capture_default_str();
-    cmd->add_option("--script", f->script, "Token-id script of the scripted executor (engine/scripted_executor.h)");
+    cmd->add_option("--script", f->script,
+                    "Token-id script of the scripted executor (engine/scripted_executor.h)");
     cmd->add_option("--tokenizer", f->tokenizer, "tokenizer.json (default: the model's)");
-    cmd->add_option("--num-kv-blocks", f->num_kv_blocks, "Pin the KV pool to this many blocks per group (tests)");
+    cmd->add_option("--num-kv-blocks", f->num_kv_blocks,
+                    "Pin the KV pool to this many blocks per group (tests)");
     cmd->add_option("--max-request-body-bytes", f->max_request_body_bytes, "Larger bodies get 413")
         ->capture_default_str();
     cmd->add_option("--shutdown-timeout", f->shutdown_timeout,

@@ -9,7 +9,7 @@
 
 namespace volt::tools {
 
-void register_tokenize(CLI::App& app);  // cmd_tokenize.cc
+void register_tokenize(CLI::App& app);    // cmd_tokenize.cc
 void register_make_model(CLI::App& app);  // cmd_make_model.cc
 void register_serve(CLI::App& app);       // cmd_serve.cc
 // argv with vLLM's underscore flag spelling rewritten to dashes (cmd_serve.cc).

@@ -33,10 +33,14 @@ std::string today_utc() {
 
 const char* finish_name(engine::FinishReason r) {
     switch (r) {
-        case engine::FinishReason::kStop: return "stop";
-        case engine::FinishReason::kLength: return "length";
-        case engine::FinishReason::kAbort: return "abort";
-        case engine::FinishReason::kNone: break;
+        case engine::FinishReason::kStop:
+            return "stop";
+        case engine::FinishReason::kLength:
+            return "length";
+        case engine::FinishReason::kAbort:
+            return "abort";
+        case engine::FinishReason::kNone:
+            break;
     }
     return "stop";
 }
@@ -92,7 +96,9 @@ struct Job {
             prompt += s.prompt_tokens;
             for (const ChoiceState& c : s.choices) completion += c.tokens();
         }
-        return {{"prompt_tokens", prompt}, {"completion_tokens", completion}, {"total_tokens", prompt + completion}};
+        return {{"prompt_tokens", prompt},
+                {"completion_tokens", completion},
+                {"total_tokens", prompt + completion}};
     }
     json chunk(json choices) const {
         json j = {{"id", id},
@@ -116,18 +122,23 @@ struct Job {
                     delta["reasoning"] = d.reasoning;
                 }
                 if (!d.content.empty()) delta["content"] = d.content;
-                out += sse(chunk(json::array(
-                    {{{"index", c.index}, {"delta", delta}, {"logprobs", nullptr}, {"finish_reason", nullptr}}})));
+                out += sse(chunk(json::array({{{"index", c.index},
+                                               {"delta", delta},
+                                               {"logprobs", nullptr},
+                                               {"finish_reason", nullptr}}})));
             }
             if (finishing) {
-                out += sse(chunk(json::array(
-                    {{{"index", c.index}, {"delta", json::object()}, {"logprobs", nullptr}, {"finish_reason", *c.finish}}})));
+                out += sse(chunk(json::array({{{"index", c.index},
+                                               {"delta", json::object()},
+                                               {"logprobs", nullptr},
+                                               {"finish_reason", *c.finish}}})));
             }
         } else if (!d.content.empty() || finishing) {
-            out += sse(chunk(json::array({{{"index", c.index},
-                                           {"text", d.content},
-                                           {"logprobs", nullptr},
-                                           {"finish_reason", finishing ? json(*c.finish) : json(nullptr)}}})));
+            out +=
+                sse(chunk(json::array({{{"index", c.index},
+                                        {"text", d.content},
+                                        {"logprobs", nullptr},
+                                        {"finish_reason", finishing ? json(*c.finish) : json(nullptr)}}})));
         }
         return out;
     }
@@ -143,8 +154,10 @@ struct Job {
                                                    {"logprobs", nullptr},
                                                    {"finish_reason", nullptr}}})));
                 } else if (!s.echo.empty()) {
-                    out += sse(chunk(json::array(
-                        {{{"index", c.index}, {"text", s.echo}, {"logprobs", nullptr}, {"finish_reason", nullptr}}})));
+                    out += sse(chunk(json::array({{{"index", c.index},
+                                                   {"text", s.echo},
+                                                   {"logprobs", nullptr},
+                                                   {"finish_reason", nullptr}}})));
                 }
             }
         }
@@ -289,8 +302,8 @@ bool run_job(Job& job, ResponseSink& sink, const HttpServer& server, std::chrono
 }
 
 ApiError model_not_found(const std::string& model) {
-    return ApiError{404, "invalid_request_error", "The model '" + model + "' does not exist.", std::string("model"),
-                    std::string("model_not_found")};
+    return ApiError{404, "invalid_request_error", "The model '" + model + "' does not exist.",
+                    std::string("model"), std::string("model_not_found")};
 }
 
 ApiError context_length_error(int64_t max_model_len, int64_t prompt, int64_t max_tokens, const char* what,
@@ -304,12 +317,14 @@ ApiError context_length_error(int64_t max_model_len, int64_t prompt, int64_t max
 }
 
 ApiError loading_error() {
-    return ApiError{503, "server_error", "The model is still loading.", std::nullopt, std::string("model_loading")};
+    return ApiError{503, "server_error", "The model is still loading.", std::nullopt,
+                    std::string("model_loading")};
 }
 
 ApiError queue_full_error() {
-    return ApiError{503, "server_error", "The server is at capacity (running and queued requests); retry later.",
-                    std::nullopt, std::string("queue_full")};
+    return ApiError{503, "server_error",
+                    "The server is at capacity (running and queued requests); retry later.", std::nullopt,
+                    std::string("queue_full")};
 }
 
 engine::SamplingParams to_engine(const GenerationParams& p, int64_t max_tokens) {
@@ -332,9 +347,9 @@ engine::SamplingParams to_engine(const GenerationParams& p, int64_t max_tokens) 
 
 }  // namespace
 
-std::variant<tokenizer::HarmonyConversation, ApiError> build_conversation(const std::vector<ChatMessage>& messages,
-                                                                          const std::optional<std::string>& effort,
-                                                                          const std::string& current_date) {
+std::variant<tokenizer::HarmonyConversation, ApiError> build_conversation(
+    const std::vector<ChatMessage>& messages, const std::optional<std::string>& effort,
+    const std::string& current_date) {
     tokenizer::HarmonyConversation conv;
     tokenizer::SystemOptions system;
     system.current_date = current_date;
@@ -390,7 +405,8 @@ OpenAiRoutes::OpenAiRoutes(RoutesConfig config, HttpServer& server,
         "/health",
         [this](const httplib::Request&, httplib::Response& res) {
             if (engine_.load() == nullptr || server_.draining()) {
-                HttpServer::send_json(res, 503, {{"status", server_.draining() ? "shutting down" : "loading"}});
+                HttpServer::send_json(res, 503,
+                                      {{"status", server_.draining() ? "shutting down" : "loading"}});
             } else {
                 HttpServer::send_json(res, 200, {{"status", "ok"}});
             }
@@ -401,17 +417,24 @@ OpenAiRoutes::OpenAiRoutes(RoutesConfig config, HttpServer& server,
     });
     server_.get("/v1/models", [this](const httplib::Request&, httplib::Response& res) { models(res); });
     server_.get("/metrics", [this](const httplib::Request&, httplib::Response& res) { metrics(res); });
-    server_.post("/v1/chat/completions", [this](const httplib::Request& q, httplib::Response& r) { chat(q, r); });
-    server_.post("/v1/completions", [this](const httplib::Request& q, httplib::Response& r) { completions(q, r); });
+    server_.post("/v1/chat/completions",
+                 [this](const httplib::Request& q, httplib::Response& r) { chat(q, r); });
+    server_.post("/v1/completions",
+                 [this](const httplib::Request& q, httplib::Response& r) { completions(q, r); });
     server_.post("/tokenize", [this](const httplib::Request& q, httplib::Response& r) { tokenize(q, r); });
-    server_.post("/detokenize", [this](const httplib::Request& q, httplib::Response& r) { detokenize(q, r); });
+    server_.post("/detokenize",
+                 [this](const httplib::Request& q, httplib::Response& r) { detokenize(q, r); });
 }
 
 void OpenAiRoutes::models(httplib::Response& res) {
     engine::Engine* engine = engine_.load();
     json data = json::array();
     for (const std::string& name : config_.served_model_names) {
-        json m = {{"id", name}, {"object", "model"}, {"created", 0}, {"owned_by", "voltllm"}, {"root", config_.model_root}};
+        json m = {{"id", name},
+                  {"object", "model"},
+                  {"created", 0},
+                  {"owned_by", "voltllm"},
+                  {"root", config_.model_root}};
         if (engine) m["max_model_len"] = engine->max_model_len();
         data.push_back(std::move(m));
     }
@@ -457,26 +480,26 @@ ApiError submit_error(const Status& s, const char* param) {
     return api_error_from_status(s);
 }
 
-void start_response(HttpServer& server, httplib::Response& res, std::shared_ptr<Job> job, HttpServer::Ticket ticket,
-                    std::chrono::milliseconds heartbeat) {
+void start_response(HttpServer& server, httplib::Response& res, std::shared_ptr<Job> job,
+                    HttpServer::Ticket ticket, std::chrono::milliseconds heartbeat) {
     if (job->stream) {
         res.set_header("Cache-Control", "no-cache");
         res.set_header("X-Accel-Buffering", "no");
     }
     res.status = 200;
-    res.set_chunked_content_provider(
-        job->stream ? "text/event-stream" : "application/json",
-        [&server, job, ticket, heartbeat](size_t, httplib::DataSink& sink) {
-            DataSinkAdapter out(sink);
-            bool ok = run_job(*job, out, server, heartbeat);
-            if (ok) sink.done();
-            return ok;
-        });
+    res.set_chunked_content_provider(job->stream ? "text/event-stream" : "application/json",
+                                     [&server, job, ticket, heartbeat](size_t, httplib::DataSink& sink) {
+                                         DataSinkAdapter out(sink);
+                                         bool ok = run_job(*job, out, server, heartbeat);
+                                         if (ok) sink.done();
+                                         return ok;
+                                     });
 }
 
 std::string new_id(const char* prefix, std::atomic<uint64_t>& counter) {
     char buf[40];
-    std::snprintf(buf, sizeof buf, "%s%08llx%08llx", prefix, static_cast<unsigned long long>(std::time(nullptr)),
+    std::snprintf(buf, sizeof buf, "%s%08llx%08llx", prefix,
+                  static_cast<unsigned long long>(std::time(nullptr)),
                   static_cast<unsigned long long>(counter.fetch_add(1)));
     return buf;
 }
@@ -497,7 +520,8 @@ void OpenAiRoutes::chat(const httplib::Request& req, httplib::Response& res) {
                                    config_.current_date.empty() ? today_utc() : config_.current_date);
     if (auto* e = std::get_if<ApiError>(&conv)) return server_.send_error(res, *e);
     auto prompt = encoding_->render_for_completion(std::get<tokenizer::HarmonyConversation>(conv));
-    if (!prompt.is_ok()) return server_.send_error(res, api_error_from_status(prompt.status(), std::string("messages")));
+    if (!prompt.is_ok())
+        return server_.send_error(res, api_error_from_status(prompt.status(), std::string("messages")));
     std::vector<int32_t> ids = std::move(prompt->ids);
 
     const int64_t limit = engine->max_model_len();
@@ -552,21 +576,24 @@ void OpenAiRoutes::completions(const httplib::Request& req, httplib::Response& r
         std::vector<int32_t> ids;
         if (const auto* text = std::get_if<std::string>(&p)) {
             auto enc = tokenizer_->encode(*text, tokenizer::SpecialTokens::kRecognise);
-            if (!enc.is_ok()) return server_.send_error(res, api_error_from_status(enc.status(), std::string("prompt")));
+            if (!enc.is_ok())
+                return server_.send_error(res, api_error_from_status(enc.status(), std::string("prompt")));
             ids = std::move(*enc);
         } else {
             ids = std::get<std::vector<int32_t>>(p);
             for (int32_t id : ids) {
                 if (id >= tokenizer_->vocab_size()) {
                     return server_.send_error(
-                        res, bad_field("prompt", "Token id " + std::to_string(id) + " in 'prompt' is out of the vocabulary (" +
+                        res, bad_field("prompt", "Token id " + std::to_string(id) +
+                                                     " in 'prompt' is out of the vocabulary (" +
                                                      std::to_string(tokenizer_->vocab_size()) + " ids)."));
                 }
             }
         }
         const int64_t n_prompt = static_cast<int64_t>(ids.size());
         if (n_prompt + max_tokens > limit) {
-            return server_.send_error(res, context_length_error(limit, n_prompt, max_tokens, "prompt", "prompt"));
+            return server_.send_error(res,
+                                      context_length_error(limit, n_prompt, max_tokens, "prompt", "prompt"));
         }
         prompts.push_back(std::move(ids));
     }
@@ -606,19 +633,22 @@ void OpenAiRoutes::tokenize(const httplib::Request& req, httplib::Response& res)
     auto parsed = parse_tokenize_request(std::get<json>(body));
     if (auto* e = std::get_if<ApiError>(&parsed)) return server_.send_error(res, *e);
     TokenizeRequest& r = std::get<TokenizeRequest>(parsed);
-    if (!r.model.empty() && !known_model(config_, r.model)) return server_.send_error(res, model_not_found(r.model));
+    if (!r.model.empty() && !known_model(config_, r.model))
+        return server_.send_error(res, model_not_found(r.model));
     std::vector<int32_t> ids;
     if (r.prompt) {
         auto enc = tokenizer_->encode(*r.prompt, r.add_special_tokens ? tokenizer::SpecialTokens::kRecognise
-                                                                       : tokenizer::SpecialTokens::kIgnore);
-        if (!enc.is_ok()) return server_.send_error(res, api_error_from_status(enc.status(), std::string("prompt")));
+                                                                      : tokenizer::SpecialTokens::kIgnore);
+        if (!enc.is_ok())
+            return server_.send_error(res, api_error_from_status(enc.status(), std::string("prompt")));
         ids = std::move(*enc);
     } else {
         auto conv = build_conversation(r.messages, r.reasoning_effort,
                                        config_.current_date.empty() ? today_utc() : config_.current_date);
         if (auto* e = std::get_if<ApiError>(&conv)) return server_.send_error(res, *e);
         auto prompt = encoding_->render_for_completion(std::get<tokenizer::HarmonyConversation>(conv));
-        if (!prompt.is_ok()) return server_.send_error(res, api_error_from_status(prompt.status(), std::string("messages")));
+        if (!prompt.is_ok())
+            return server_.send_error(res, api_error_from_status(prompt.status(), std::string("messages")));
         ids = std::move(prompt->ids);
     }
     json out = {{"count", ids.size()}, {"tokens", ids}};
@@ -632,12 +662,13 @@ void OpenAiRoutes::detokenize(const httplib::Request& req, httplib::Response& re
     auto parsed = parse_detokenize_request(std::get<json>(body));
     if (auto* e = std::get_if<ApiError>(&parsed)) return server_.send_error(res, *e);
     DetokenizeRequest& r = std::get<DetokenizeRequest>(parsed);
-    if (!r.model.empty() && !known_model(config_, r.model)) return server_.send_error(res, model_not_found(r.model));
+    if (!r.model.empty() && !known_model(config_, r.model))
+        return server_.send_error(res, model_not_found(r.model));
     for (int32_t id : r.tokens) {
         if (id >= tokenizer_->vocab_size()) {
-            return server_.send_error(res, bad_field("tokens", "Token id " + std::to_string(id) +
-                                                                   " is out of the vocabulary (" +
-                                                                   std::to_string(tokenizer_->vocab_size()) + " ids)."));
+            return server_.send_error(
+                res, bad_field("tokens", "Token id " + std::to_string(id) + " is out of the vocabulary (" +
+                                             std::to_string(tokenizer_->vocab_size()) + " ids)."));
         }
     }
     // Bytes that are not valid UTF-8 on their own (a token ending mid-character) become U+FFFD in JSON.

@@ -36,15 +36,16 @@ struct RoutesConfig {
 // order, joined by a blank line, as the developer message's instructions; user text as user messages;
 // assistant history with its reasoning as analysis (append_assistant_turn); tool results authored by the
 // function that an earlier tool_call_id names. 400 naming the field for an unknown tool_call_id.
-std::variant<tokenizer::HarmonyConversation, ApiError> build_conversation(const std::vector<ChatMessage>& messages,
-                                                                          const std::optional<std::string>& effort,
-                                                                          const std::string& current_date);
+std::variant<tokenizer::HarmonyConversation, ApiError> build_conversation(
+    const std::vector<ChatMessage>& messages, const std::optional<std::string>& effort,
+    const std::string& current_date);
 
 class OpenAiRoutes {
   public:
     // `server` must outlive this object. Registers every route at once; generation routes answer 503
     // until set_engine().
-    OpenAiRoutes(RoutesConfig config, HttpServer& server, std::shared_ptr<const tokenizer::HarmonyEncoding> encoding);
+    OpenAiRoutes(RoutesConfig config, HttpServer& server,
+                 std::shared_ptr<const tokenizer::HarmonyEncoding> encoding);
 
     // The engine is ready: /health turns 200 and generation starts. Not owned; must outlive this object
     // or be replaced by nullptr first.
