@@ -113,12 +113,15 @@ void run_serve(const ServeFlags& f) {
     ec.max_num_seqs = f.max_num_seqs;
     ec.max_num_batched_tokens = f.max_num_batched_tokens;
     ec.max_model_len = count_or_fail(f.max_model_len, "--max-model-len");
-    ec.max_queued_requests = f.max_queued_requests;
+    // Our admission (below) bounds running + queued; the engine's own queue only has to hold what we admit
+    // (a request waits there before its first step even when a slot is free).
+    ec.max_queued_requests = f.max_num_seqs + f.max_queued_requests;
     if (!f.kv_cache_memory_bytes.empty()) {
         ec.kv_cache_memory_bytes = count_or_fail(f.kv_cache_memory_bytes, "--kv-cache-memory-bytes");
     }
     ec.num_kv_blocks_override = f.num_kv_blocks;
     ec.vocab_size_real = (*tokenizer)->vocab_size();
+    if (f.max_queued_requests < 0) fail("--max-queued-requests must be >= 0");
     if (f.swap_space > 0) spdlog::info("--swap-space is accepted but not used yet: preemption recomputes");
     if (f.dtype != "auto")
         spdlog::info("--dtype {}: the CPU executor computes in fp32 from bf16 weights", f.dtype);

@@ -18,7 +18,7 @@ const idle = (m) =>
 describe("tiny-chat on the CPU", () => {
     let server, openai;
     before(async () => {
-        server = await startServer(["--max-model-len", "2048", "--max-num-seqs", "256"], { readyTimeoutMs: 300000 });
+        server = await startServer(["--max-model-len", "2048", "--max-num-seqs", "256", "--kv-cache-memory-bytes", "256M"], { readyTimeoutMs: 300000 });
         openai = client(server);
     });
     after(async () => assert.equal((await server.stop()).code, 0));
@@ -112,7 +112,7 @@ describe("tiny-chat on the CPU", () => {
 describe("a full queue and SIGTERM", () => {
     let server, openai;
     before(async () => {
-        server = await startServer(["--max-model-len", "2048", "--max-num-seqs", "1", "--max-queued-requests", "0",
+        server = await startServer(["--max-model-len", "2048", "--max-num-seqs", "1", "--max-queued-requests", "0", "--kv-cache-memory-bytes", "256M",
             "--shutdown-timeout", "0.3"], { readyTimeoutMs: 300000 });
         openai = client(server);
     });
