@@ -137,3 +137,34 @@ describe("a full queue and SIGTERM", () => {
         assert.equal((await stopped).code, 0);
     });
 });
+
+describe("a request that leaves while queued", () => {
+    let server, openai;
+    before(async () => {
+        server = await startServer(["--max-model-len", "2048", "--max-num-seqs", "1", "--max-queued-requests", "1",
+            "--kv-cache-memory-bytes", "256M"], { readyTimeoutMs: 300000 });
+        openai = client(server);
+    });
+    after(async () => assert.equal((await server.stop()).code, 0));
+
+    test("is dropped from the queue; the running one is unaffected (BUG-26)", async () => {
+        const running = new AbortController();
+        const stream = await openai.chat.completions.create(
+            { model: "tiny-chat", messages: [{ role: "user", content: "long" }], max_tokens: 1800, ignore_eos: true, stream: true },
+            { signal: running.signal });
+        const it = stream[Symbol.asyncIterator]();
+        await it.next();
+        const queued = new AbortController();
+        const p = fetch(server.url("/v1/chat/completions"), {
+            method: "POST", signal: queued.signal,
+            body: JSON.stringify({ model: "tiny-chat", messages: [{ role: "user", content: "x" }], max_tokens: 5 }),
+        }).then((r) => r.text());
+        await waitForMetrics(server, (m) => m.voltllm_num_requests_waiting === 1);
+        queued.abort();
+        await assert.rejects(p);
+        await waitForMetrics(server, (m) => m.voltllm_num_requests_waiting === 0 && m.voltllm_num_requests_running === 1);
+        assert.equal((await it.next()).done, false, "the running stream still streams");
+        running.abort();
+        await waitForMetrics(server, idle, 3000);
+    });
+});
