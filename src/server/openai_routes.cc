@@ -52,14 +52,26 @@ struct ChoiceState {
     std::string content, reasoning;  // accumulated for non-streaming responses
     std::optional<std::string> finish;
     bool counted_stop_token = false;
+    // Non-streaming with logprobs: chat {"content": [...]}, completions {"tokens", "token_logprobs",
+    // "top_logprobs", "text_offset"}; built as tokens arrive.
+    json logprobs;
+    int64_t text_offset = 0;  // completions: characters of the text so far (text_offset entries)
     int64_t tokens() const { return proc->num_tokens() + (counted_stop_token ? 1 : 0); }
 };
+
+// Code points of UTF-8 text (OpenAI's text_offset counts characters).
+int64_t count_chars(const std::string& s) {
+    int64_t n = 0;
+    for (unsigned char c : s) n += (c & 0xC0) != 0x80;
+    return n;
+}
 
 // One engine request (chat: the only one; completions: one per prompt).
 struct SubRequest {
     std::shared_ptr<engine::RequestHandle> handle;
     int64_t prompt_tokens = 0;
-    std::string echo;  // completions with echo: the prompt text
+    std::string echo;                 // completions with echo: the prompt text
+    std::vector<int32_t> prompt_ids;  // completions with echo + logprobs: the prompt tokens
     std::vector<ChoiceState> choices;
     bool finished() const {
         for (const ChoiceState& c : choices) {
@@ -75,7 +87,61 @@ struct Job {
     bool include_usage = false;
     std::string id, model;
     int64_t created = 0;
+    int32_t logprobs = -1;  // as GenerationParams::logprobs
+    std::shared_ptr<const tokenizer::Tokenizer> tok;
     std::vector<SubRequest> subs;
+
+    std::string token_text(int32_t id) const { return tok->decode(std::span<const int32_t>(&id, 1), false); }
+    json token_bytes(int32_t id) const {
+        json b = json::array();
+        for (uint8_t x : tok->token_bytes(id)) b.push_back(x);
+        return b;
+    }
+    // Chat: one {"token", "logprob", "bytes", "top_logprobs"} entry.
+    json chat_logprob(const engine::TokenLogprob& lp) const {
+        json top = json::array();
+        for (const auto& [id, v] : lp.top) {
+            top.push_back({{"token", token_text(id)}, {"logprob", v}, {"bytes", token_bytes(id)}});
+        }
+        return {{"token", token_text(lp.token)},
+                {"logprob", lp.logprob},
+                {"bytes", token_bytes(lp.token)},
+                {"top_logprobs", std::move(top)}};
+    }
+    // Completions: appends one token to {"tokens", "token_logprobs", "top_logprobs", "text_offset"}; a
+    // null `lp` is the first prompt token (nothing predicts it).
+    void completion_logprob(json& out, int64_t& offset, int32_t token, const engine::TokenLogprob* lp) const {
+        if (out.is_null()) {
+            out = {{"tokens", json::array()},
+                   {"token_logprobs", json::array()},
+                   {"top_logprobs", json::array()},
+                   {"text_offset", json::array()}};
+        }
+        std::string text = token_text(token);
+        out["tokens"].push_back(text);
+        out["token_logprobs"].push_back(lp ? json(lp->logprob) : json(nullptr));
+        json top = nullptr;
+        if (lp) {
+            top = json::object();
+            for (const auto& [id, v] : lp->top) top[token_text(id)] = v;
+        }
+        out["top_logprobs"].push_back(std::move(top));
+        out["text_offset"].push_back(offset);
+        offset += count_chars(text);
+    }
+    // The logprobs of the first `n` tokens of an engine delta, in the response's format.
+    json delta_logprobs(ChoiceState& c, const engine::RequestOutput& out, size_t n) const {
+        n = std::min(n, out.logprobs.size());
+        if (chat) {
+            json content = json::array();
+            for (size_t i = 0; i < n; ++i) content.push_back(chat_logprob(out.logprobs[i]));
+            return {{"content", std::move(content)}};
+        }
+        json lp;
+        for (size_t i = 0; i < n; ++i)
+            completion_logprob(lp, c.text_offset, out.logprobs[i].token, &out.logprobs[i]);
+        return lp;
+    }
 
     // A response that ends early (client gone before the first byte, write failure) frees its requests.
     ~Job() { abort_all(); }
@@ -112,10 +178,11 @@ struct Job {
     static std::string sse(const json& j) { return "data: " + to_text(j) + "\n\n"; }
 
     // Streaming: the SSE events for one delta (and the finish) of choice `c`.
-    std::string stream_delta(const ChoiceState& c, const OutputDelta& d, bool finishing) const {
+    std::string stream_delta(const ChoiceState& c, const OutputDelta& d, bool finishing,
+                             const json& logprobs = nullptr) const {
         std::string out;
         if (chat) {
-            if (!d.empty()) {
+            if (!d.empty() || !logprobs.is_null()) {
                 json delta = json::object();
                 if (!d.reasoning.empty()) {
                     delta["reasoning_content"] = d.reasoning;
@@ -124,7 +191,7 @@ struct Job {
                 if (!d.content.empty()) delta["content"] = d.content;
                 out += sse(chunk(json::array({{{"index", c.index},
                                                {"delta", delta},
-                                               {"logprobs", nullptr},
+                                               {"logprobs", logprobs},
                                                {"finish_reason", nullptr}}})));
             }
             if (finishing) {
@@ -133,11 +200,11 @@ struct Job {
                                                {"logprobs", nullptr},
                                                {"finish_reason", *c.finish}}})));
             }
-        } else if (!d.content.empty() || finishing) {
+        } else if (!d.content.empty() || finishing || !logprobs.is_null()) {
             out +=
                 sse(chunk(json::array({{{"index", c.index},
                                         {"text", d.content},
-                                        {"logprobs", nullptr},
+                                        {"logprobs", logprobs},
                                         {"finish_reason", finishing ? json(*c.finish) : json(nullptr)}}})));
         }
         return out;
@@ -187,12 +254,12 @@ struct Job {
                                     {"tool_calls", json::array()}};
                     choices.push_back({{"index", c.index},
                                        {"message", std::move(message)},
-                                       {"logprobs", nullptr},
+                                       {"logprobs", c.logprobs},
                                        {"finish_reason", *c.finish}});
                 } else {
                     choices.push_back({{"index", c.index},
                                        {"text", s.echo + c.content},
-                                       {"logprobs", nullptr},
+                                       {"logprobs", c.logprobs},
                                        {"finish_reason", *c.finish}});
                 }
             }
@@ -211,7 +278,21 @@ struct Job {
         if (out.choice < 0 || out.choice >= static_cast<int32_t>(sub.choices.size())) return {};
         ChoiceState& c = sub.choices[out.choice];
         if (c.finish) return {};  // ended by a stop string; the rest is discarded
+        if (!out.prompt_logprobs.empty() && !sub.prompt_ids.empty()) {
+            // Completions echo + logprobs: the prompt's entries come first, in every choice of the prompt.
+            for (ChoiceState& pc : sub.choices) {
+                completion_logprob(pc.logprobs, pc.text_offset, sub.prompt_ids[0], nullptr);
+                for (size_t i = 0; i < out.prompt_logprobs.size() && i + 1 < sub.prompt_ids.size(); ++i) {
+                    completion_logprob(pc.logprobs, pc.text_offset, sub.prompt_ids[i + 1],
+                                       &out.prompt_logprobs[i]);
+                }
+            }
+        }
+        const int64_t before = c.proc->num_tokens();
         OutputDelta d = c.proc->push(out.tokens);
+        // Only the tokens the processor consumed (not those after a stop string) report logprobs.
+        json lp = logprobs >= 0 ? delta_logprobs(c, out, static_cast<size_t>(c.proc->num_tokens() - before))
+                                : json();
         if (c.proc->stopped()) {
             c.finish = "stop";
         } else if (out.finish != engine::FinishReason::kNone) {
@@ -226,9 +307,22 @@ struct Job {
         if (!stream) {
             c.content += d.content;
             c.reasoning += d.reasoning;
+            if (!lp.is_null()) append_logprobs(c.logprobs, std::move(lp));
             return {};
         }
-        return stream_delta(c, d, c.finish.has_value());
+        return stream_delta(c, d, c.finish.has_value(), lp);
+    }
+
+    void append_logprobs(json& into, json more) const {
+        if (into.is_null()) {
+            into = std::move(more);
+        } else if (chat) {
+            for (auto& e : more["content"]) into["content"].push_back(std::move(e));
+        } else {
+            for (const char* k : {"tokens", "token_logprobs", "top_logprobs", "text_offset"}) {
+                for (auto& e : more[k]) into[k].push_back(std::move(e));
+            }
+        }
     }
 };
 
@@ -342,6 +436,7 @@ engine::SamplingParams to_engine(const GenerationParams& p, int64_t max_tokens) 
     s.stop_token_ids = p.stop_token_ids;
     s.ignore_eos = p.ignore_eos;
     s.n = p.n;
+    s.logprobs = p.logprobs;
     return s;
 }
 
@@ -544,6 +639,8 @@ void OpenAiRoutes::chat(const httplib::Request& req, httplib::Response& res) {
     job->stream = r.params.stream;
     job->include_usage = r.params.include_usage;
     job->id = new_id("chatcmpl-", next_id_);
+    job->logprobs = r.params.logprobs;
+    job->tok = tokenizer_;
     job->model = r.model;
     job->created = static_cast<int64_t>(std::time(nullptr));
     SubRequest sub;
@@ -605,13 +702,18 @@ void OpenAiRoutes::completions(const httplib::Request& req, httplib::Response& r
     job->stream = r.params.stream;
     job->include_usage = r.params.include_usage;
     job->id = new_id("cmpl-", next_id_);
+    job->logprobs = r.params.logprobs;
+    job->tok = tokenizer_;
     job->model = r.model;
     job->created = static_cast<int64_t>(std::time(nullptr));
     engine::SamplingParams sp = to_engine(r.params, max_tokens);
+    // Echo with logprobs scores the prompt too (not while streaming: the echo is sent before any step).
+    if (r.echo && r.params.logprobs >= 0 && !r.params.stream) sp.prompt_logprobs = r.params.logprobs;
     for (size_t i = 0; i < prompts.size(); ++i) {
         SubRequest sub;
         sub.prompt_tokens = static_cast<int64_t>(prompts[i].size());
         if (r.echo) sub.echo = tokenizer_->decode(prompts[i], false);
+        if (sp.prompt_logprobs >= 0) sub.prompt_ids = prompts[i];
         auto handle = engine->submit(std::move(prompts[i]), sp);
         // A failure aborts the requests already submitted (the Job's destructor).
         if (!handle.is_ok()) return server_.send_error(res, submit_error(handle.status(), "prompt"));

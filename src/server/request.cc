@@ -318,14 +318,21 @@ void refuse_unsupported(Reader& r, bool chat) {
         rf && !(rf->is_object() && rf->value("type", std::string()) == "text")) {
         r.refuse("response_format", "structured output needs grammar-constrained decoding.");
     }
+    if (!chat) r.refuse("suffix", "gpt-oss has no fill-in-the-middle.");
+}
+
+// Chat: logprobs (bool) + top_logprobs (0..20, needs logprobs). Completions: logprobs (0..20).
+void parse_logprobs(Reader& r, bool chat, GenerationParams* p) {
     if (chat) {
-        if (const json* lp = r.find("logprobs"); lp && !(lp->is_boolean() && !lp->get<bool>())) {
-            r.refuse("logprobs", "logprobs in responses are not wired yet.");
-        }
-        r.refuse("top_logprobs", "logprobs in responses are not wired yet.");
+        bool want = false;
+        r.get_bool("logprobs", &want);
+        std::optional<int64_t> top;
+        r.get_int("top_logprobs", 0, 20, &top);
+        if (r.error) return;
+        if (top && !want) return r.fail("top_logprobs", "'top_logprobs' needs 'logprobs': true.");
+        if (want) p->logprobs = static_cast<int32_t>(top.value_or(0));
     } else {
-        r.refuse("logprobs", "logprobs in responses are not wired yet.");
-        r.refuse("suffix", "gpt-oss has no fill-in-the-middle.");
+        r.get_int("logprobs", 0, 20, &p->logprobs);
     }
 }
 
@@ -360,6 +367,7 @@ std::variant<ChatRequest, ApiError> parse_chat_request(const nlohmann::json& bod
     parse_reasoning_effort(r, &req.reasoning_effort);
     parse_generation(r, true, &req.params);
     refuse_unsupported(r, true);
+    parse_logprobs(r, true, &req.params);
     if (r.error) return *r.error;
     return req;
 }
@@ -371,6 +379,7 @@ std::variant<CompletionRequest, ApiError> parse_completion_request(const nlohman
     r.get_bool("echo", &req.echo);
     parse_generation(r, false, &req.params);
     refuse_unsupported(r, false);
+    parse_logprobs(r, false, &req.params);
     if (!r.error) {
         std::optional<int64_t> best_of;
         r.get_int("best_of", 1, 128, &best_of);

@@ -1,6 +1,6 @@
 // OpenAI request schemas of /v1/chat/completions, /v1/completions, /tokenize and /detokenize, parsed from
 // JSON and validated: every failure is an ApiError (400) whose message and `param` name the field.
-// Fields the server does not implement yet (tools, logprobs, response_format json, suffix) are refused
+// Fields the server does not implement yet (tools, response_format json, suffix) are refused
 // with 400 rather than silently ignored. Test: tests/unit/server/request_test.cc.
 #pragma once
 
@@ -32,6 +32,9 @@ struct GenerationParams {
     bool stream = false;
     bool include_usage = false;  // stream_options.include_usage
     bool skip_special_tokens = true;
+    // -1: none; k >= 0: the logprob of each sampled token and the k most likely (chat: logprobs +
+    // top_logprobs; completions: logprobs). Completions with echo also get the prompt's.
+    int32_t logprobs = -1;
 };
 
 // One chat message as the client sent it. Content parts are joined into one text.

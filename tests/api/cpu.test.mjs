@@ -52,6 +52,18 @@ describe("tiny-chat on the CPU", () => {
         assert.deepEqual(t.json.tokens, prompt);
     });
 
+    test("greedy logprobs: each sampled token is the most likely one", async () => {
+        const r = await openai.completions.create({ model: "tiny-chat", prompt: "Once upon", max_tokens: 6, temperature: 0, ignore_eos: true, logprobs: 3 });
+        const lp = r.choices[0].logprobs;
+        assert.equal(lp.tokens.length, 6);
+        lp.token_logprobs.forEach((v, i) => {
+            const top = Object.values(lp.top_logprobs[i]);
+            assert.ok(top.length >= 1 && top.length <= 3);
+            assert.ok(v <= 0);
+            assert.ok(Math.abs(v - Math.max(...top)) < 1e-5, `token ${i}: ${v} vs top ${top}`);
+        });
+    });
+
     test("256 concurrent streams all finish", async () => {
         const one = async (i) => {
             const stream = await openai.chat.completions.create({

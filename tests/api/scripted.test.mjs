@@ -199,12 +199,31 @@ describe("chat through harmony (one script for every request)", () => {
         for (const [extra, param] of [
             [{ tool_choice: "required" }, "tool_choice"],
             [{ response_format: { type: "json_schema", json_schema: { name: "s", schema: { type: "object" } } } }, "response_format"],
-            [{ logprobs: true, top_logprobs: 2 }, "logprobs"],
         ]) {
             const e = await apiError(openai.chat.completions.create({ model: "gpt-oss-test", messages: user, ...extra }), 400);
             assert.equal(e.param, param);
             assert.equal(e.code, "unsupported");
         }
+    });
+
+    test("chat logprobs, streamed and not (the scripted executor reports 0 for its token)", async () => {
+        const want = ids(HARMONY).map((id) => tok.decode([id]));
+        const r = await openai.chat.completions.create({
+            model: "gpt-oss-test", messages: [{ role: "user", content: "x" }], logprobs: true, top_logprobs: 1,
+        });
+        const content = r.choices[0].logprobs.content;
+        assert.deepEqual(content.map((e) => e.token), want);
+        for (const e of content) {
+            assert.equal(e.logprob, 0);
+            assert.deepEqual(e.bytes, Array.from(Buffer.from(e.token)));
+            assert.deepEqual(e.top_logprobs.map((t) => [t.token, t.logprob]), [[e.token, 0]]);
+        }
+        const stream = await openai.chat.completions.create({
+            model: "gpt-oss-test", messages: [{ role: "user", content: "x" }], logprobs: true, stream: true,
+        });
+        const streamed = [];
+        for await (const c of stream) for (const e of c.choices[0]?.logprobs?.content ?? []) streamed.push(e.token);
+        assert.deepEqual(streamed, want);
     });
 
     test("max_tokens cuts with finish_reason length", async () => {
@@ -317,6 +336,22 @@ describe("completions, tokenize, errors", () => {
         const stopped = await openai.completions.create({ model: "m", prompt: "x", max_tokens: 50, stop: [","] });
         assert.equal(stopped.choices[0].text, " world");
         assert.equal(stopped.choices[0].finish_reason, "stop");
+    });
+
+    test("completions logprobs with echo score the prompt too", async () => {
+        const r = await openai.completions.create({ model: "m", prompt: [1, 2, 3], max_tokens: 50, echo: true, logprobs: 1 });
+        const lp = r.choices[0].logprobs;
+        const all = [1, 2, 3, ...ids(OUT)];
+        assert.deepEqual(lp.tokens, all.map((id) => tok.decode([id])));
+        assert.deepEqual(lp.token_logprobs, [null, ...all.slice(1).map(() => 0)]);
+        assert.equal(lp.top_logprobs[0], null);
+        assert.deepEqual(lp.top_logprobs[1], { [tok.decode([2])]: 0 });
+        let offset = 0;
+        lp.tokens.forEach((t, i) => {
+            assert.equal(lp.text_offset[i], offset);
+            offset += [...t].length;
+        });
+        assert.equal(lp.tokens.join(""), r.choices[0].text);
     });
 
     test("completions streaming with usage", async () => {

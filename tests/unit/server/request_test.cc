@@ -63,6 +63,18 @@ TEST(Request, ChatFields) {
     EXPECT_EQ(c.params.logit_bias[0], (std::pair<int32_t, float>{17, -100.0f}));
     EXPECT_TRUE(c.params.ignore_eos);
     EXPECT_EQ(c.params.stop_token_ids, std::vector<int32_t>{5});
+    EXPECT_EQ(c.params.logprobs, -1);
+}
+
+TEST(Request, Logprobs) {
+    auto chat = parse_chat_request(json::parse(
+        R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "logprobs": true, "top_logprobs": 3})"));
+    ASSERT_TRUE(std::holds_alternative<ChatRequest>(chat));
+    EXPECT_EQ(std::get<ChatRequest>(chat).params.logprobs, 3);
+    auto cmpl = parse_completion_request(json::parse(R"({"model": "m", "prompt": "x", "logprobs": 0})"));
+    ASSERT_TRUE(std::holds_alternative<CompletionRequest>(cmpl));
+    EXPECT_EQ(std::get<CompletionRequest>(cmpl).params.logprobs, 0);
+    EXPECT_EQ(completion_error(R"({"model": "m", "prompt": "x", "logprobs": 21})").param, "logprobs");
 }
 
 TEST(Request, ChatErrorsNameTheField) {
@@ -116,7 +128,12 @@ TEST(Request, ChatErrorsNameTheField) {
          "stop_token_ids"},
         {R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function"}]})",
          "tools"},
-        {R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "logprobs": true})", "logprobs"},
+        {R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "logprobs": 1})", "logprobs"},
+        {R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "top_logprobs": 2})",
+         "top_logprobs"},
+        {R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "logprobs": true,
+             "top_logprobs": 21})",
+         "top_logprobs"},
         {R"({"model": "m", "messages": [{"role": "user", "content": "x"}],
              "response_format": {"type": "json_object"}})",
          "response_format"},
