@@ -415,6 +415,11 @@ ApiError loading_error() {
                     std::string("model_loading")};
 }
 
+ApiError shutting_down_error() {
+    return ApiError{503, "server_error", "The server is shutting down.", std::nullopt,
+                    std::string("shutting_down")};
+}
+
 ApiError queue_full_error() {
     return ApiError{503, "server_error",
                     "The server is at capacity (running and queued requests); retry later.", std::nullopt,
@@ -630,7 +635,8 @@ void OpenAiRoutes::chat(const httplib::Request& req, httplib::Response& res) {
     for (int32_t id : encoding_->stop_token_ids()) sp.stop_token_ids.push_back(id);
 
     HttpServer::Ticket ticket = server_.try_admit();
-    if (!ticket) return server_.send_error(res, queue_full_error());
+    if (!ticket)
+        return server_.send_error(res, server_.draining() ? shutting_down_error() : queue_full_error());
     auto handle = engine->submit(std::move(ids), sp);
     if (!handle.is_ok()) return server_.send_error(res, submit_error(handle.status(), "messages"));
 
@@ -696,7 +702,8 @@ void OpenAiRoutes::completions(const httplib::Request& req, httplib::Response& r
     }
 
     HttpServer::Ticket ticket = server_.try_admit();
-    if (!ticket) return server_.send_error(res, queue_full_error());
+    if (!ticket)
+        return server_.send_error(res, server_.draining() ? shutting_down_error() : queue_full_error());
     auto job = std::make_shared<Job>();
     job->chat = false;
     job->stream = r.params.stream;
