@@ -55,6 +55,8 @@ struct ChoiceState {
     // Non-streaming with logprobs: chat {"content": [...]}, completions {"tokens", "token_logprobs",
     // "top_logprobs", "text_offset"}; built as tokens arrive.
     json logprobs;
+    json tool_calls = json::array();  // non-streaming: [{"id", "type", "function": {"name", "arguments"}}]
+    int num_tool_calls = 0;
     int64_t text_offset = 0;  // completions: characters of the text so far (text_offset entries)
     int64_t tokens() const { return proc->num_tokens() + (counted_stop_token ? 1 : 0); }
 };
@@ -189,6 +191,21 @@ struct Job {
                     delta["reasoning"] = d.reasoning;
                 }
                 if (!d.content.empty()) delta["content"] = d.content;
+                if (!d.tool_calls.empty()) {
+                    json calls = json::array();
+                    for (const ToolCallDelta& t : d.tool_calls) {
+                        json call = {{"index", t.index}};
+                        if (!t.id.empty()) {
+                            call["id"] = t.id;
+                            call["type"] = "function";
+                            call["function"] = {{"name", t.name}, {"arguments", t.arguments}};
+                        } else {
+                            call["function"] = {{"arguments", t.arguments}};
+                        }
+                        calls.push_back(std::move(call));
+                    }
+                    delta["tool_calls"] = std::move(calls);
+                }
                 out += sse(chunk(json::array({{{"index", c.index},
                                                {"delta", delta},
                                                {"logprobs", logprobs},
@@ -251,7 +268,7 @@ struct Job {
                                     {"content", c.content},
                                     {"reasoning_content", reasoning},
                                     {"reasoning", reasoning},
-                                    {"tool_calls", json::array()}};
+                                    {"tool_calls", c.tool_calls}};
                     choices.push_back({{"index", c.index},
                                        {"message", std::move(message)},
                                        {"logprobs", c.logprobs},
@@ -299,14 +316,31 @@ struct Job {
             OutputDelta f = c.proc->finish();
             d.content += f.content;
             d.reasoning += f.reasoning;
+            d.tool_calls.insert(d.tool_calls.end(), f.tool_calls.begin(), f.tool_calls.end());
             c.finish = finish_name(out.finish);
             c.counted_stop_token = out.stop_token.has_value();
+            // A turn that ended in a call (<|call|>) asks the client to run it.
+            if (*c.finish == "stop" && (c.num_tool_calls > 0 || !d.tool_calls.empty()))
+                c.finish = "tool_calls";
         }
         // A stop string can end every choice before the engine does: free the request now.
         if (sub.finished() && !sub.handle->done()) sub.handle->abort();
+        for (const ToolCallDelta& t : d.tool_calls) {
+            if (!t.id.empty()) ++c.num_tool_calls;
+        }
         if (!stream) {
             c.content += d.content;
             c.reasoning += d.reasoning;
+            for (const ToolCallDelta& t : d.tool_calls) {
+                if (!t.id.empty()) {
+                    c.tool_calls.push_back({{"id", t.id},
+                                            {"type", "function"},
+                                            {"function", {{"name", t.name}, {"arguments", t.arguments}}}});
+                } else if (!c.tool_calls.empty()) {
+                    c.tool_calls.back()["function"]["arguments"] =
+                        c.tool_calls.back()["function"]["arguments"].get<std::string>() + t.arguments;
+                }
+            }
             if (!lp.is_null()) append_logprobs(c.logprobs, std::move(lp));
             return {};
         }
@@ -449,7 +483,7 @@ engine::SamplingParams to_engine(const GenerationParams& p, int64_t max_tokens) 
 
 std::variant<tokenizer::HarmonyConversation, ApiError> build_conversation(
     const std::vector<ChatMessage>& messages, const std::optional<std::string>& effort,
-    const std::string& current_date) {
+    const std::string& current_date, const std::vector<tokenizer::ToolDescription>& tools) {
     tokenizer::HarmonyConversation conv;
     tokenizer::SystemOptions system;
     system.current_date = current_date;
@@ -487,9 +521,10 @@ std::variant<tokenizer::HarmonyConversation, ApiError> build_conversation(
             conv.messages.push_back(tokenizer::HarmonyMessage::tool_result(it->second, m.content));
         }
     }
-    if (!instructions.empty()) {
+    if (!instructions.empty() || !tools.empty()) {
         tokenizer::DeveloperOptions dev;
-        dev.instructions = instructions;
+        if (!instructions.empty()) dev.instructions = instructions;
+        dev.function_tools = tools;
         conv.developer = dev;
     }
     return conv;
@@ -611,18 +646,22 @@ void OpenAiRoutes::chat(const httplib::Request& req, httplib::Response& res) {
     if (!engine) return server_.send_error(res, loading_error());
     auto body = parse_json_body(req.body);
     if (auto* e = std::get_if<ApiError>(&body)) return server_.send_error(res, *e);
-    auto parsed = parse_chat_request(std::get<json>(body));
+    auto parsed = parse_chat_request(std::get<RequestJson>(body));
     if (auto* e = std::get_if<ApiError>(&parsed)) return server_.send_error(res, *e);
     ChatRequest& r = std::get<ChatRequest>(parsed);
     if (!known_model(config_, r.model)) return server_.send_error(res, model_not_found(r.model));
 
-    auto conv = build_conversation(r.messages, r.reasoning_effort,
-                                   config_.current_date.empty() ? today_utc() : config_.current_date);
+    auto conv =
+        build_conversation(r.messages, r.reasoning_effort,
+                           config_.current_date.empty() ? today_utc() : config_.current_date, r.tools);
     if (auto* e = std::get_if<ApiError>(&conv)) return server_.send_error(res, *e);
-    auto prompt = encoding_->render_for_completion(std::get<tokenizer::HarmonyConversation>(conv));
+    tokenizer::CompletionOptions render;
+    render.forced_function = r.forced_function;
+    auto prompt = encoding_->render_for_completion(std::get<tokenizer::HarmonyConversation>(conv), render);
     if (!prompt.is_ok())
         return server_.send_error(res, api_error_from_status(prompt.status(), std::string("messages")));
     std::vector<int32_t> ids = std::move(prompt->ids);
+    const std::vector<int32_t> parser_prefix = std::move(prompt->parser_prefix);
 
     const int64_t limit = engine->max_model_len();
     const int64_t n_prompt = static_cast<int64_t>(ids.size());
@@ -652,10 +691,18 @@ void OpenAiRoutes::chat(const httplib::Request& req, httplib::Response& res) {
     SubRequest sub;
     sub.handle = *handle;
     sub.prompt_tokens = n_prompt;
+    std::vector<std::string> functions;
+    for (const auto& t : r.tools) functions.push_back(t.name);
     for (int32_t i = 0; i < r.params.n; ++i) {
         ChoiceState c;
         c.index = i;
-        c.proc = make_chat_processor(encoding_, r.params.stop);
+        ChatProcessorOptions po;
+        po.stops = r.params.stop;
+        po.functions = functions;
+        // Clients send the ids back with the results, so they are unique per request and choice.
+        po.call_id_prefix = "call_" + job->id.substr(job->id.find('-') + 1) + "_" + std::to_string(i) + "_";
+        po.prefix = parser_prefix;
+        c.proc = make_chat_processor(encoding_, std::move(po));
         sub.choices.push_back(std::move(c));
     }
     job->subs.push_back(std::move(sub));
@@ -667,7 +714,7 @@ void OpenAiRoutes::completions(const httplib::Request& req, httplib::Response& r
     if (!engine) return server_.send_error(res, loading_error());
     auto body = parse_json_body(req.body);
     if (auto* e = std::get_if<ApiError>(&body)) return server_.send_error(res, *e);
-    auto parsed = parse_completion_request(std::get<json>(body));
+    auto parsed = parse_completion_request(std::get<RequestJson>(body));
     if (auto* e = std::get_if<ApiError>(&parsed)) return server_.send_error(res, *e);
     CompletionRequest& r = std::get<CompletionRequest>(parsed);
     if (!known_model(config_, r.model)) return server_.send_error(res, model_not_found(r.model));
@@ -739,7 +786,7 @@ void OpenAiRoutes::completions(const httplib::Request& req, httplib::Response& r
 void OpenAiRoutes::tokenize(const httplib::Request& req, httplib::Response& res) {
     auto body = parse_json_body(req.body);
     if (auto* e = std::get_if<ApiError>(&body)) return server_.send_error(res, *e);
-    auto parsed = parse_tokenize_request(std::get<json>(body));
+    auto parsed = parse_tokenize_request(std::get<RequestJson>(body));
     if (auto* e = std::get_if<ApiError>(&parsed)) return server_.send_error(res, *e);
     TokenizeRequest& r = std::get<TokenizeRequest>(parsed);
     if (!r.model.empty() && !known_model(config_, r.model))
@@ -753,7 +800,7 @@ void OpenAiRoutes::tokenize(const httplib::Request& req, httplib::Response& res)
         ids = std::move(*enc);
     } else {
         auto conv = build_conversation(r.messages, r.reasoning_effort,
-                                       config_.current_date.empty() ? today_utc() : config_.current_date);
+                                       config_.current_date.empty() ? today_utc() : config_.current_date, {});
         if (auto* e = std::get_if<ApiError>(&conv)) return server_.send_error(res, *e);
         auto prompt = encoding_->render_for_completion(std::get<tokenizer::HarmonyConversation>(conv));
         if (!prompt.is_ok())
@@ -768,7 +815,7 @@ void OpenAiRoutes::tokenize(const httplib::Request& req, httplib::Response& res)
 void OpenAiRoutes::detokenize(const httplib::Request& req, httplib::Response& res) {
     auto body = parse_json_body(req.body);
     if (auto* e = std::get_if<ApiError>(&body)) return server_.send_error(res, *e);
-    auto parsed = parse_detokenize_request(std::get<json>(body));
+    auto parsed = parse_detokenize_request(std::get<RequestJson>(body));
     if (auto* e = std::get_if<ApiError>(&parsed)) return server_.send_error(res, *e);
     DetokenizeRequest& r = std::get<DetokenizeRequest>(parsed);
     if (!r.model.empty() && !known_model(config_, r.model))

@@ -35,10 +35,11 @@ struct RoutesConfig {
 // reasoning effort: `effort` or medium, the channels line); every system and developer message, in
 // order, joined by a blank line, as the developer message's instructions; user text as user messages;
 // assistant history with its reasoning as analysis (append_assistant_turn); tool results authored by the
-// function that an earlier tool_call_id names. 400 naming the field for an unknown tool_call_id.
+// function that an earlier tool_call_id names; `tools` as the developer message's functions namespace.
+// 400 naming the field for an unknown tool_call_id.
 std::variant<tokenizer::HarmonyConversation, ApiError> build_conversation(
     const std::vector<ChatMessage>& messages, const std::optional<std::string>& effort,
-    const std::string& current_date);
+    const std::string& current_date, const std::vector<tokenizer::ToolDescription>& tools = {});
 
 class OpenAiRoutes {
   public:

@@ -2,6 +2,7 @@
 #include "server/output_processor.h"
 
 #include <algorithm>
+#include <utility>
 
 namespace volt::server {
 
@@ -54,11 +55,14 @@ namespace {
 
 class ChatProcessor final : public OutputProcessor {
   public:
-    ChatProcessor(std::shared_ptr<const tokenizer::HarmonyEncoding> encoding, std::vector<std::string> stops)
-        : parser_(std::move(encoding), options()), stop_(std::move(stops)) {}
+    ChatProcessor(std::shared_ptr<const tokenizer::HarmonyEncoding> encoding, ChatProcessorOptions o)
+        : parser_(std::move(encoding), parser_options(o)), stop_(std::move(o.stops)) {
+        // A forced call's header starts the tool call: that start goes out with the first delta.
+        for (int32_t id : o.prefix) take(parser_.push(id), &pending_);
+    }
 
     OutputDelta push(std::span<const int32_t> ids) override {
-        OutputDelta d;
+        OutputDelta d = std::exchange(pending_, OutputDelta{});
         for (int32_t id : ids) {
             if (stop_.stopped()) break;
             ++num_tokens_;
@@ -67,7 +71,7 @@ class ChatProcessor final : public OutputProcessor {
         return d;
     }
     OutputDelta finish() override {
-        OutputDelta d;
+        OutputDelta d = std::exchange(pending_, OutputDelta{});
         if (!stop_.stopped()) take(parser_.finish(), &d);
         d.content += stop_.flush();
         return d;
@@ -76,12 +80,12 @@ class ChatProcessor final : public OutputProcessor {
     int64_t num_tokens() const override { return num_tokens_; }
 
   private:
-    static tokenizer::HarmonyParserOptions options() {
-        tokenizer::HarmonyParserOptions o;
-        // No tools can be declared yet: a call the model makes anyway is not a tool call (BUG-02); the
-        // parser demotes its text to reasoning.
-        o.function_names = std::vector<std::string>{};
-        return o;
+    static tokenizer::HarmonyParserOptions parser_options(const ChatProcessorOptions& o) {
+        tokenizer::HarmonyParserOptions p;
+        // Only declared functions are tool calls; a call to anything else is demoted to reasoning (BUG-02).
+        p.function_names = o.functions;
+        p.tool_call_id_prefix = o.call_id_prefix;
+        return p;
     }
     void take(const std::vector<tokenizer::HarmonyEvent>& events, OutputDelta* d) {
         using T = tokenizer::HarmonyEventType;
@@ -95,13 +99,24 @@ class ChatProcessor final : public OutputProcessor {
                 case T::kPreambleDelta:  // user-visible commentary: content, as vLLM does
                     d->content += stop_.push(e.text);
                     break;
-                default:  // tool events cannot happen with no declared functions; message ends add no text
+                case T::kToolCallStart:
+                    d->tool_calls.push_back({e.tool_index, e.tool_call_id, e.text, ""});
+                    break;
+                case T::kToolArgumentsDelta:
+                    if (!d->tool_calls.empty() && d->tool_calls.back().index == e.tool_index) {
+                        d->tool_calls.back().arguments += e.text;
+                    } else {
+                        d->tool_calls.push_back({e.tool_index, "", "", e.text});
+                    }
+                    break;
+                default:  // message ends add no text
                     break;
             }
         }
     }
 
     tokenizer::HarmonyStreamParser parser_;
+    OutputDelta pending_;
     StopMatcher stop_;
     int64_t num_tokens_ = 0;
 };
@@ -139,8 +154,8 @@ class TextProcessor final : public OutputProcessor {
 }  // namespace
 
 std::unique_ptr<OutputProcessor> make_chat_processor(
-    std::shared_ptr<const tokenizer::HarmonyEncoding> encoding, std::vector<std::string> stops) {
-    return std::make_unique<ChatProcessor>(std::move(encoding), std::move(stops));
+    std::shared_ptr<const tokenizer::HarmonyEncoding> encoding, ChatProcessorOptions options) {
+    return std::make_unique<ChatProcessor>(std::move(encoding), std::move(options));
 }
 
 std::unique_ptr<OutputProcessor> make_text_processor(std::shared_ptr<const tokenizer::Tokenizer> tokenizer,

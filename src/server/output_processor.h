@@ -36,10 +36,18 @@ class StopMatcher {
     bool stopped_ = false;
 };
 
+// A piece of a tool call: the first piece of call `index` carries its id and name.
+struct ToolCallDelta {
+    int index = 0;
+    std::string id, name;  // set on the first piece only
+    std::string arguments;
+};
+
 struct OutputDelta {
     std::string content;
     std::string reasoning;
-    bool empty() const { return content.empty() && reasoning.empty(); }
+    std::vector<ToolCallDelta> tool_calls;
+    bool empty() const { return content.empty() && reasoning.empty() && tool_calls.empty(); }
 };
 
 class OutputProcessor {
@@ -55,9 +63,18 @@ class OutputProcessor {
     virtual int64_t num_tokens() const = 0;
 };
 
-// Chat: harmony parser over the ids; stop strings on the final-channel (and plain) text.
+// Chat: harmony parser over the ids; stop strings on the final-channel (and plain) text. Calls of the
+// declared `functions` become tool-call deltas with ids `call_id_prefix` + index; calls of anything else
+// are demoted to reasoning (BUG-02). `prefix`: prompt ids that open the model's message (a forced call's
+// header), fed to the parser first and not counted.
+struct ChatProcessorOptions {
+    std::vector<std::string> stops;
+    std::vector<std::string> functions;
+    std::string call_id_prefix = "call_";
+    std::vector<int32_t> prefix;
+};
 std::unique_ptr<OutputProcessor> make_chat_processor(
-    std::shared_ptr<const tokenizer::HarmonyEncoding> encoding, std::vector<std::string> stops);
+    std::shared_ptr<const tokenizer::HarmonyEncoding> encoding, ChatProcessorOptions options);
 // Completions: detokenized text (special tokens dropped when skip_special); stop strings on it.
 std::unique_ptr<OutputProcessor> make_text_processor(std::shared_ptr<const tokenizer::Tokenizer> tokenizer,
                                                      std::vector<std::string> stops, bool skip_special);

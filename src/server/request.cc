@@ -6,6 +6,8 @@
 #include <cmath>
 #include <limits>
 
+#include "tokenizer/harmony_renderer.h"
+
 namespace volt::server {
 
 ApiError bad_field(std::string param, std::string message, std::optional<std::string> code) {
@@ -14,7 +16,7 @@ ApiError bad_field(std::string param, std::string message, std::optional<std::st
 
 namespace {
 
-using nlohmann::json;
+using json = RequestJson;
 
 const char* type_name(const json& v) {
     switch (v.type()) {
@@ -306,14 +308,82 @@ void require_model(Reader& r, std::string* model) {
     *model = v->get<std::string>();
 }
 
+// tools: [{"type": "function", "function": {"name", "description", "parameters"}}]; tool_choice: "none",
+// "auto", "required" or {"type": "function", "function": {"name"}}.
+void parse_tools(Reader& r, ChatRequest* req) {
+    const json* tools = r.find("tools");
+    if (r.error) return;
+    if (tools) {
+        if (!tools->is_array()) return r.wrong_type("tools", "an array", *tools);
+        for (size_t i = 0; i < tools->size(); ++i) {
+            const json& t = (*tools)[i];
+            std::string param = "tools[" + std::to_string(i) + "]";
+            if (!t.is_object() || t.value("type", std::string()) != "function") {
+                return r.fail(param, "'" + param + "' must be an object with type \"function\".");
+            }
+            const json& f = t.contains("function") ? t["function"] : json();
+            if (!f.is_object() || !f.contains("name") || !f["name"].is_string()) {
+                return r.fail(param + ".function.name", "'" + param + ".function.name' must be a string.");
+            }
+            std::string name = f["name"].get<std::string>();
+            if (name.empty() || name.size() > 64 ||
+                name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") !=
+                    std::string::npos) {
+                return r.fail(param + ".function.name", "'" + param + ".function.name' is '" + name +
+                                                            "'; names are 1-64 of a-z, A-Z, 0-9, _ and -.");
+            }
+            if (f.contains("parameters") && !f["parameters"].is_object() && !f["parameters"].is_null()) {
+                return r.fail(param + ".function.parameters",
+                              "'" + param + ".function.parameters' must be an object.");
+            }
+        }
+        auto described = tokenizer::function_tools_from_openai(*tools);
+        if (!described.is_ok()) return r.fail("tools", described.status().message());
+        req->tools = std::move(*described);
+    }
+    const json* tc = r.find("tool_choice");
+    if (!tc) return;
+    auto has = [&](const std::string& name) {
+        for (const auto& t : req->tools) {
+            if (t.name == name) return true;
+        }
+        return false;
+    };
+    if (tc->is_string()) {
+        std::string choice = tc->get<std::string>();
+        if (choice == "none") {
+            req->tools.clear();
+        } else if (choice == "required") {
+            if (req->tools.empty())
+                return r.fail("tool_choice", "'tool_choice' is \"required\" but no tools are given.");
+            if (req->tools.size() > 1) {
+                r.error = bad_field(
+                    "tool_choice",
+                    "'tool_choice' \"required\" with several tools cannot be enforced yet (it needs "
+                    "constrained decoding); name one function instead.",
+                    "unsupported");
+                return;
+            }
+            req->forced_function = req->tools[0].name;
+        } else if (choice != "auto") {
+            return r.fail("tool_choice",
+                          "'tool_choice' is '" + choice + "'; expected none, auto, required or a function.");
+        }
+        return;
+    }
+    if (!tc->is_object() || !tc->contains("function") || !(*tc)["function"].is_object() ||
+        !(*tc)["function"].contains("name") || !(*tc)["function"]["name"].is_string()) {
+        return r.fail(
+            "tool_choice",
+            "'tool_choice' must be a string or {\"type\": \"function\", \"function\": {\"name\"}}.");
+    }
+    std::string name = (*tc)["function"]["name"].get<std::string>();
+    if (!has(name))
+        return r.fail("tool_choice", "'tool_choice' names '" + name + "', which is not in 'tools'.");
+    req->forced_function = name;
+}
+
 void refuse_unsupported(Reader& r, bool chat) {
-    if (const json* tools = r.find("tools"); tools && !(tools->is_array() && tools->empty())) {
-        r.refuse("tools", "function calling arrives with its own issue.");
-    }
-    if (const json* tc = r.find("tool_choice");
-        tc && !(tc->is_string() && (*tc == "none" || *tc == "auto"))) {
-        r.refuse("tool_choice", "function calling arrives with its own issue.");
-    }
     if (const json* rf = r.find("response_format");
         rf && !(rf->is_object() && rf->value("type", std::string()) == "text")) {
         r.refuse("response_format", "structured output needs grammar-constrained decoding.");
@@ -338,11 +408,11 @@ void parse_logprobs(Reader& r, bool chat, GenerationParams* p) {
 
 }  // namespace
 
-std::variant<nlohmann::json, ApiError> parse_json_body(const std::string& body) {
-    nlohmann::json j;
+std::variant<RequestJson, ApiError> parse_json_body(const std::string& body) {
+    json j;
     try {
-        j = nlohmann::json::parse(body);
-    } catch (const nlohmann::json::parse_error& e) {
+        j = json::parse(body);
+    } catch (const json::parse_error& e) {
         std::string what = e.what();
         bool utf8 = what.find("UTF-8") != std::string::npos || what.find("surrogate") != std::string::npos;
         return ApiError{400, "invalid_request_error",
@@ -359,7 +429,7 @@ std::variant<nlohmann::json, ApiError> parse_json_body(const std::string& body) 
     return j;
 }
 
-std::variant<ChatRequest, ApiError> parse_chat_request(const nlohmann::json& body) {
+std::variant<ChatRequest, ApiError> parse_chat_request(const RequestJson& body) {
     ChatRequest req;
     Reader r(body, "");
     require_model(r, &req.model);
@@ -367,12 +437,13 @@ std::variant<ChatRequest, ApiError> parse_chat_request(const nlohmann::json& bod
     parse_reasoning_effort(r, &req.reasoning_effort);
     parse_generation(r, true, &req.params);
     refuse_unsupported(r, true);
+    parse_tools(r, &req);
     parse_logprobs(r, true, &req.params);
     if (r.error) return *r.error;
     return req;
 }
 
-std::variant<CompletionRequest, ApiError> parse_completion_request(const nlohmann::json& body) {
+std::variant<CompletionRequest, ApiError> parse_completion_request(const RequestJson& body) {
     CompletionRequest req;
     Reader r(body, "");
     require_model(r, &req.model);
@@ -429,7 +500,7 @@ std::variant<CompletionRequest, ApiError> parse_completion_request(const nlohman
     return req;
 }
 
-std::variant<TokenizeRequest, ApiError> parse_tokenize_request(const nlohmann::json& body) {
+std::variant<TokenizeRequest, ApiError> parse_tokenize_request(const RequestJson& body) {
     TokenizeRequest req;
     Reader r(body, "");
     r.get_string("model", &req.model);
@@ -449,7 +520,7 @@ std::variant<TokenizeRequest, ApiError> parse_tokenize_request(const nlohmann::j
     return req;
 }
 
-std::variant<DetokenizeRequest, ApiError> parse_detokenize_request(const nlohmann::json& body) {
+std::variant<DetokenizeRequest, ApiError> parse_detokenize_request(const RequestJson& body) {
     DetokenizeRequest req;
     Reader r(body, "");
     r.get_string("model", &req.model);

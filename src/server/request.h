@@ -1,7 +1,7 @@
 // OpenAI request schemas of /v1/chat/completions, /v1/completions, /tokenize and /detokenize, parsed from
 // JSON and validated: every failure is an ApiError (400) whose message and `param` name the field.
-// Fields the server does not implement yet (tools, response_format json, suffix) are refused
-// with 400 rather than silently ignored. Test: tests/unit/server/request_test.cc.
+// Fields the server does not implement yet (response_format json, suffix, tool_choice required with several
+// tools) are refused with 400 rather than silently ignored. Test: tests/unit/server/request_test.cc.
 #pragma once
 
 #include <cstdint>
@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "server/api_error.h"
+#include "tokenizer/harmony_message.h"
 
 namespace volt::server {
 
@@ -53,6 +54,11 @@ struct ChatRequest {
     std::string model;
     std::vector<ChatMessage> messages;
     std::optional<std::string> reasoning_effort;  // "low", "medium", "high"
+    // Declared functions, in the order sent (their JSON Schemas keep the client's key order). Empty
+    // with tool_choice "none": the model is then not told about them.
+    std::vector<tokenizer::ToolDescription> tools;
+    // tool_choice naming a function, or "required" with exactly one tool: the call is forced.
+    std::optional<std::string> forced_function;
     GenerationParams params;
 };
 
@@ -80,14 +86,17 @@ struct DetokenizeRequest {
     std::vector<int32_t> tokens;
 };
 
+// Request bodies keep their key order (harmony renders tool schemas' properties in the client's order).
+using RequestJson = nlohmann::ordered_json;
+
 // Parses a request body. Errors: malformed JSON or invalid UTF-8 (param null, code "invalid_json"), a
 // body that is not an object, then the per-field checks below.
-std::variant<nlohmann::json, ApiError> parse_json_body(const std::string& body);
+std::variant<RequestJson, ApiError> parse_json_body(const std::string& body);
 
-std::variant<ChatRequest, ApiError> parse_chat_request(const nlohmann::json& body);
-std::variant<CompletionRequest, ApiError> parse_completion_request(const nlohmann::json& body);
-std::variant<TokenizeRequest, ApiError> parse_tokenize_request(const nlohmann::json& body);
-std::variant<DetokenizeRequest, ApiError> parse_detokenize_request(const nlohmann::json& body);
+std::variant<ChatRequest, ApiError> parse_chat_request(const RequestJson& body);
+std::variant<CompletionRequest, ApiError> parse_completion_request(const RequestJson& body);
+std::variant<TokenizeRequest, ApiError> parse_tokenize_request(const RequestJson& body);
+std::variant<DetokenizeRequest, ApiError> parse_detokenize_request(const RequestJson& body);
 
 // A 400 invalid_request_error naming `param`.
 ApiError bad_field(std::string param, std::string message, std::optional<std::string> code = std::nullopt);

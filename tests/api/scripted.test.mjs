@@ -197,7 +197,7 @@ describe("chat through harmony (one script for every request)", () => {
     test("features that cannot be honoured are refused, never silently dropped (BUG-14, BUG-17)", async () => {
         const user = [{ role: "user", content: "x" }];
         for (const [extra, param] of [
-            [{ tool_choice: "required" }, "tool_choice"],
+            [{ tool_choice: "required", tools: ["a", "b"].map((name) => ({ type: "function", function: { name } })) }, "tool_choice"],
             [{ response_format: { type: "json_schema", json_schema: { name: "s", schema: { type: "object" } } } }, "response_format"],
         ]) {
             const e = await apiError(openai.chat.completions.create({ model: "gpt-oss-test", messages: user, ...extra }), 400);
@@ -413,7 +413,8 @@ describe("completions, tokenize, errors", () => {
             [{ model: "m", messages: user, n: 0 }, 400, "n"],
             [{ model: "m", messages: user, stop: 7 }, 400, "stop"],
             [{ model: "m", messages: user, reasoning_effort: "extreme" }, 400, "reasoning_effort"],
-            [{ model: "m", messages: user, tools: [{ type: "function", function: { name: "f" } }] }, 400, "tools"],
+            [{ model: "m", messages: user, tools: [{ type: "function", function: { name: "bad name!" } }] }, 400, "tools[0].function.name"],
+            [{ model: "m", messages: user, tools: [{ type: "function", function: { name: "f" } }], tool_choice: { type: "function", function: { name: "g" } } }, 400, "tool_choice"],
         ];
         for (const [body, status, param] of cases) {
             const e = await apiError(openai.chat.completions.create(body), status);
@@ -448,5 +449,97 @@ describe("completions, tokenize, errors", () => {
             model: "m", messages: [{ role: "user", content: "x".repeat(10000) }],
         }), 413);
         assert.equal(big.type, "invalid_request_error");
+    });
+});
+
+describe("tool calls (one script per request, in order)", () => {
+    const scripts = [
+        // 0, 1: a well-formed call after reasoning (non-streaming, then streaming).
+        "<|channel|>analysis<|message|>Need to run ls.<|end|><|start|>assistant<|channel|>commentary to=functions.exec <|constrain|>json<|message|>{\"command\":\"ls\"}<|call|>",
+        "<|channel|>analysis<|message|>Need to run ls.<|end|><|start|>assistant<|channel|>commentary to=functions.exec <|constrain|>json<|message|>{\"command\":\"ls\"}<|call|>",
+        // 2: BUG-02, the recipient followed by a second channel marker.
+        "<|channel|>commentary to=functions.exec<|channel|>analysis<|message|>{\"command\":\"ls\"}<|call|>",
+        // 3: BUG-16, arguments that are not valid JSON come back raw.
+        "<|channel|>commentary to=functions.write_file <|constrain|>json<|message|>{\"file_path\": \"a.c\", \"content\": \"/** x */\\n{\"}]<|call|>",
+        // 4: a forced call: the prompt already holds the header, the model writes only the arguments.
+        "{\"city\":\"Paris\"}<|call|>",
+        // 5: a call of a function that was not declared is not a tool call.
+        "<|channel|>commentary to=functions.rm_rf <|constrain|>json<|message|>{}<|call|>",
+    ];
+    const tools = ["exec", "write_file", "get_weather"].map((name) => ({
+        type: "function",
+        function: { name, description: `The ${name} tool.`, parameters: { type: "object", properties: { x: { type: "string" } } } },
+    }));
+    let server, openai;
+    before(async () => {
+        server = await startServer([
+            "--executor", "scripted", "--script", writeScript(scripts.map(ids)),
+            "--served-model-name", "m", "--max-model-len", "4096",
+        ]);
+        openai = client(server);
+    });
+    after(async () => assert.equal((await server.stop()).code, 0));
+    const ask = (extra = {}) =>
+        openai.chat.completions.create({ model: "m", messages: [{ role: "user", content: "go" }], tools, ...extra });
+
+    test("a call becomes tool_calls with finish_reason tool_calls (BUG-02 a)", async () => {
+        const r = await ask();
+        const m = r.choices[0].message;
+        assert.equal(r.choices[0].finish_reason, "tool_calls");
+        assert.equal(m.reasoning_content, "Need to run ls.");
+        assert.equal(m.tool_calls.length, 1);
+        assert.equal(m.tool_calls[0].type, "function");
+        assert.equal(m.tool_calls[0].function.name, "exec");
+        assert.equal(m.tool_calls[0].function.arguments, '{"command":"ls"}');
+        assert.ok(m.tool_calls[0].id.length > 0);
+        assert.ok(!(m.content ?? "").includes("<|"));
+    });
+
+    test("streamed: id and name first, then argument pieces", async () => {
+        const stream = await ask({ stream: true });
+        let id = null, name = null, args = "", finish = null;
+        for await (const c of stream) {
+            for (const t of c.choices[0]?.delta?.tool_calls ?? []) {
+                assert.equal(t.index, 0);
+                if (t.id) {
+                    assert.equal(id, null, "one call starts once");
+                    id = t.id;
+                    name = t.function.name;
+                }
+                args += t.function?.arguments ?? "";
+            }
+            finish = c.choices[0]?.finish_reason ?? finish;
+        }
+        assert.ok(id);
+        assert.equal(name, "exec");
+        assert.equal(args, '{"command":"ls"}');
+        assert.equal(finish, "tool_calls");
+    });
+
+    test("a malformed recipient never gives a junk function name (BUG-02 b)", async () => {
+        const r = await ask();
+        for (const t of r.choices[0].message.tool_calls ?? []) {
+            assert.ok(["exec", "write_file", "get_weather"].includes(t.function.name), t.function.name);
+        }
+        if ((r.choices[0].message.tool_calls ?? []).length === 0) assert.equal(r.choices[0].finish_reason, "stop");
+    });
+
+    test("arguments that are not valid JSON are returned raw, never a 500 (BUG-16)", async () => {
+        const r = await ask();
+        assert.equal(r.choices[0].message.tool_calls[0].function.name, "write_file");
+        assert.equal(r.choices[0].message.tool_calls[0].function.arguments, '{"file_path": "a.c", "content": "/** x */\\n{"}]');
+    });
+
+    test("tool_choice naming a function forces that call (BUG-14)", async () => {
+        const r = await ask({ tool_choice: { type: "function", function: { name: "get_weather" } } });
+        assert.equal(r.choices[0].finish_reason, "tool_calls");
+        assert.equal(r.choices[0].message.tool_calls[0].function.name, "get_weather");
+        assert.equal(r.choices[0].message.tool_calls[0].function.arguments, '{"city":"Paris"}');
+    });
+
+    test("a call of an undeclared function is not a tool call", async () => {
+        const r = await ask();
+        assert.deepEqual(r.choices[0].message.tool_calls ?? [], []);
+        assert.equal(r.choices[0].finish_reason, "stop");
     });
 });

@@ -69,7 +69,7 @@ TEST(StopMatcher, HoldsBackAPossiblePrefixAndTrims) {
 }
 
 TEST_F(OutputProcessorTest, ChatSeparatesReasoningAndContentFromIds) {
-    auto p = make_chat_processor(encoding_, {});
+    auto p = make_chat_processor(encoding_, ChatProcessorOptions{});
     OutputDelta d = run(*p, ids("<|channel|>analysis<|message|>User asks 2+2. Answer 4.<|end|>"
                                 "<|start|>assistant<|channel|>final<|message|>4<|return|>"));
     EXPECT_EQ(d.reasoning, "User asks 2+2. Answer 4.");
@@ -78,7 +78,7 @@ TEST_F(OutputProcessorTest, ChatSeparatesReasoningAndContentFromIds) {
 }
 
 TEST_F(OutputProcessorTest, StopStringsMatchContentButNeverReasoning) {
-    auto p = make_chat_processor(encoding_, {"STOP"});
+    auto p = make_chat_processor(encoding_, ChatProcessorOptions{.stops = {"STOP"}});
     std::vector<int32_t> all =
         ids("<|channel|>analysis<|message|>think STOP here<|end|>"
             "<|start|>assistant<|channel|>final<|message|>The answer STOP trailing text<|return|>");
@@ -91,7 +91,7 @@ TEST_F(OutputProcessorTest, StopStringsMatchContentButNeverReasoning) {
 }
 
 TEST_F(OutputProcessorTest, PlainTextWithoutHarmonyIsContent) {
-    auto p = make_chat_processor(encoding_, {});
+    auto p = make_chat_processor(encoding_, ChatProcessorOptions{});
     OutputDelta d = run(*p, ids("Hello there, plain words."));
     EXPECT_EQ(d.content, "Hello there, plain words.");
     EXPECT_EQ(d.reasoning, "");
@@ -110,7 +110,7 @@ TEST_F(OutputProcessorTest, MalformedHarmonyNeverLeaksMarkup) {
         "<|channel|>final<|message|>hi",
     };
     for (const char* out : outputs) {
-        auto p = make_chat_processor(encoding_, {});
+        auto p = make_chat_processor(encoding_, ChatProcessorOptions{});
         OutputDelta d = run(*p, ids(out));
         EXPECT_NE(d.content.find("hi"), std::string::npos) << out << " -> content '" << d.content << "'";
         EXPECT_EQ(d.content.find("<|"), std::string::npos) << out;

@@ -7,7 +7,7 @@
 namespace volt::server {
 namespace {
 
-using nlohmann::json;
+using json = RequestJson;
 
 ApiError chat_error(const std::string& body) {
     auto j = parse_json_body(body);
@@ -127,7 +127,19 @@ TEST(Request, ChatErrorsNameTheField) {
         {R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "stop_token_ids": [-1]})",
          "stop_token_ids"},
         {R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function"}]})",
-         "tools"},
+         "tools[0].function.name"},
+        {R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "tools": [{"type": "code"}]})",
+         "tools[0]"},
+        {R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "tool_choice": "required"})",
+         "tool_choice"},
+        {R"({"model": "m", "messages": [{"role": "user", "content": "x"}],
+             "tools": [{"type": "function", "function": {"name": "a"}}], "tool_choice": {"type": "function",
+             "function": {"name": "b"}}})",
+         "tool_choice"},
+        {R"({"model": "m", "messages": [{"role": "user", "content": "x"}],
+             "tools": [{"type": "function", "function": {"name": "a"}}, {"type": "function", "function": {"name": "b"}}],
+             "tool_choice": "required"})",
+         "tool_choice"},
         {R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "logprobs": 1})", "logprobs"},
         {R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "top_logprobs": 2})",
          "top_logprobs"},
@@ -179,6 +191,34 @@ TEST(Request, TokenizeAndDetokenize) {
     EXPECT_EQ(std::get<DetokenizeRequest>(d).tokens, (std::vector<int32_t>{1, 2}));
     EXPECT_TRUE(
         std::holds_alternative<ApiError>(parse_detokenize_request(json::parse(R"({"tokens": ["a"]})"))));
+}
+
+}  // namespace volt::server
+
+namespace volt::server {
+
+TEST(Request, ToolsKeepTheClientsOrderAndToolChoiceForcesOne) {
+    auto r = parse_chat_request(
+        RequestJson::parse(R"({"model": "m", "messages": [{"role": "user", "content": "x"}],
+        "tools": [{"type": "function", "function": {"name": "get_weather", "description": "Weather.",
+                   "parameters": {"type": "object", "properties": {"zone": {"type": "string"},
+                                                                   "at": {"type": "number"}}}}}],
+        "tool_choice": "required"})"));
+    ASSERT_TRUE(std::holds_alternative<ChatRequest>(r)) << std::get<ApiError>(r).message;
+    const ChatRequest& c = std::get<ChatRequest>(r);
+    ASSERT_EQ(c.tools.size(), 1u);
+    EXPECT_EQ(c.tools[0].name, "get_weather");
+    EXPECT_EQ(c.tools[0].description, "Weather.");
+    ASSERT_TRUE(c.tools[0].parameters.has_value());
+    EXPECT_EQ((*c.tools[0].parameters)["properties"].begin().key(), "zone");  // as sent, not sorted
+    EXPECT_EQ(c.forced_function, "get_weather");
+
+    auto none = parse_chat_request(
+        RequestJson::parse(R"({"model": "m", "messages": [{"role": "user", "content": "x"}],
+        "tools": [{"type": "function", "function": {"name": "f"}}], "tool_choice": "none"})"));
+    ASSERT_TRUE(std::holds_alternative<ChatRequest>(none));
+    EXPECT_TRUE(std::get<ChatRequest>(none).tools.empty());
+    EXPECT_FALSE(std::get<ChatRequest>(none).forced_function.has_value());
 }
 
 }  // namespace volt::server
