@@ -412,7 +412,7 @@ std::variant<RequestJson, ApiError> parse_json_body(const std::string& body) {
     json j;
     try {
         j = json::parse(body);
-    } catch (const json::parse_error& e) {
+    } catch (const json::exception& e) {
         std::string what = e.what();
         bool utf8 = what.find("UTF-8") != std::string::npos || what.find("surrogate") != std::string::npos;
         return ApiError{400, "invalid_request_error",

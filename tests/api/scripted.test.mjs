@@ -439,6 +439,36 @@ describe("completions, tokenize, errors", () => {
         assert.equal((await fetch(server.url("/health"))).status, 200);
     });
 
+    test("300 mutated bodies: every answer is 200 or a 4xx error JSON, and the server stays up (BUG-09)", async () => {
+        const h = { Authorization: "Bearer sekret" };
+        const base = JSON.stringify({
+            model: "m", messages: [{ role: "user", content: "hé 🦙" }], max_tokens: 5, temperature: 0.5,
+            stop: ["x"], n: 1, stream: false, logprobs: true, top_logprobs: 2,
+        });
+        let seed = 12345;
+        const rand = (n) => ((seed = (seed * 1103515245 + 12345) % 2147483648) % n);
+        const junk = ['"', "{", "}", "[", "]", ",", ":", "-1", "1e999", "null", "true", "\\u0000", "\\ud800", "\xff"];
+        for (let i = 0; i < 300; i++) {
+            let b = Buffer.from(base);
+            const kind = rand(3);
+            if (kind === 0) b = b.subarray(0, rand(b.length));
+            else if (kind === 1) b[rand(b.length)] = rand(256);
+            else {
+                const at = rand(b.length);
+                b = Buffer.concat([b.subarray(0, at), Buffer.from(junk[rand(junk.length)]), b.subarray(at)]);
+            }
+            for (const route of ["/v1/chat/completions", "/v1/completions", "/tokenize"]) {
+                const r = await post(server, route, b, h);
+                assert.ok(r.status === 200 || (r.status >= 400 && r.status < 500), `${r.status} for ${b.toString("latin1")}`);
+                if (r.status !== 200) {
+                    assert.equal(typeof r.json?.error?.message, "string", r.text);
+                    assert.equal(r.json.error.type, r.status === 401 ? "authentication_error" : "invalid_request_error");
+                }
+            }
+        }
+        assert.equal((await fetch(server.url("/health"))).status, 200);
+    });
+
     test("API key on every route but /health; 413 for an oversized body", async () => {
         const noKey = client(server, { apiKey: "wrong" });
         const e = await apiError(noKey.models.list(), 401);

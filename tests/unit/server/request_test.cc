@@ -80,6 +80,7 @@ TEST(Request, Logprobs) {
 TEST(Request, ChatErrorsNameTheField) {
     EXPECT_EQ(chat_error("{").code, "invalid_json");
     EXPECT_EQ(chat_error("[1]").code, "invalid_json");
+    EXPECT_EQ(chat_error(R"({"model": "m", "n": 1e999})").code, "invalid_json");  // overflow, not a crash
     // Invalid UTF-8 (a lone 0xFF byte) and an unpaired surrogate escape.
     EXPECT_EQ(
         chat_error("{\"model\": \"m\", \"messages\": [{\"role\": \"user\", \"content\": \"\xff\"}]}").code,
