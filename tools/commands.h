@@ -7,5 +7,6 @@
 namespace volt::tools {
 
 void register_make_model(CLI::App& app);  // cmd_make_model.cc
+void register_convert(CLI::App& app);     // cmd_convert.cc
 
 }  // namespace volt::tools
