@@ -29,12 +29,6 @@ std::string_view trim_left(std::string_view s) {
     return s;
 }
 
-std::string_view trim(std::string_view s) {
-    s = trim_left(s);
-    while (!s.empty() && is_space(s.back())) s.remove_suffix(1);
-    return s;
-}
-
 // Removes control-token spellings ("<|name|>", no spaces inside) so leftover header text never carries
 // markup.
 std::string strip_markup(std::string_view s) {
@@ -237,7 +231,7 @@ HarmonyStreamParser::Header HarmonyStreamParser::parse_header() const {
         }
         consume(w.size());
     }
-    h.leftover = strip_markup(rest);
+    h.leftover = std::string(trim_left(strip_markup(rest)));
     return h;
 }
 
@@ -305,7 +299,6 @@ void HarmonyStreamParser::close_message(std::vector<HarmonyEvent>& out) {
 void HarmonyStreamParser::close_header_as_message(std::vector<HarmonyEvent>& out) {
     header_text_ += utf8_.flush();
     Header header = parse_header();
-    header.leftover = std::string(trim(header.leftover));
     std::string unused;
     if (header.leftover.empty() && classify(header, &unused) != Kind::kToolCall) {
         state_ = State::kExpectStart;
