@@ -1,0 +1,275 @@
+// CPU reference kernels for ops/ops.h. See cpu_ops.h for the determinism contract.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "core/check.h"
+#include "core/dtype.h"
+#include "core/thread_pool.h"
+#include "cpu/cpu_ops.h"
+
+namespace volt::cpu {
+
+namespace {
+
+// Sums 8 interleaved partial sums in a fixed tree.
+inline float reduce8(const float* p) {
+    return ((p[0] + p[4]) + (p[2] + p[6])) + ((p[1] + p[5]) + (p[3] + p[7]));
+}
+
+inline float bf16(uint16_t h) { return bf16_to_f32(h); }
+
+}  // namespace
+
+float dot_f32_bf16(const float* x, const uint16_t* w, int64_t n) {
+    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int l = 0; l < 8; ++l) acc[l] += x[i + l] * bf16(w[i + l]);
+    for (int l = 0; i < n; ++i, ++l) acc[l] += x[i] * bf16(w[i]);
+    return reduce8(acc);
+}
+
+float dot_f32_mxfp4(const float* x, const uint8_t* blocks, const uint8_t* scales, int64_t n) {
+    const int64_t nblocks = n / 32;
+    float total = 0.0f;
+    for (int64_t g = 0; g < nblocks; ++g) {
+        const uint8_t* b = blocks + g * 16;
+        const float* xb = x + g * 32;
+        float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        for (int j = 0; j < 16; j += 4) {
+            // byte j holds elements 2j (low nibble) and 2j+1 (high nibble), spec §2.3.
+            for (int q = 0; q < 4; ++q) {
+                const uint8_t byte = b[j + q];
+                acc[2 * q] += xb[2 * (j + q)] * kFp4Values[byte & 0xf];
+                acc[2 * q + 1] += xb[2 * (j + q) + 1] * kFp4Values[byte >> 4];
+            }
+        }
+        total += reduce8(acc) * e8m0_to_f32(scales[g]);
+    }
+    return total;
+}
+
+float swiglu_oai(float gate, float up, float limit, float alpha) {
+    const float g = std::min(gate, limit);
+    const float u = std::clamp(up, -limit, limit);
+    const float glu = g / (1.0f + std::exp(-alpha * g));
+    return glu * (u + 1.0f);
+}
+
+void embedding(const ops::EmbeddingArgs& a) {
+    cpu_thread_pool().parallel_for(a.num_tokens, 1, [&](int64_t b, int64_t e) {
+        for (int64_t t = b; t < e; ++t) {
+            const int32_t id = a.ids[t];
+            VOLT_CHECK(id >= 0 && id < a.vocab)
+                << "token id " << id << " outside the vocabulary of " << a.vocab;
+            const uint16_t* row = a.table + static_cast<int64_t>(id) * a.hidden;
+            float* out = a.out + t * a.hidden;
+            for (int64_t i = 0; i < a.hidden; ++i) out[i] = bf16(row[i]);
+        }
+    });
+}
+
+void rmsnorm(const ops::RmsNormArgs& a) {
+    cpu_thread_pool().parallel_for(a.num_tokens, 1, [&](int64_t b, int64_t e) {
+        for (int64_t t = b; t < e; ++t) {
+            const float* x = a.x + t * a.hidden;
+            float* y = a.y + t * a.hidden;
+            float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+            int64_t i = 0;
+            for (; i + 8 <= a.hidden; i += 8)
+                for (int l = 0; l < 8; ++l) acc[l] += x[i + l] * x[i + l];
+            for (int l = 0; i < a.hidden; ++i, ++l) acc[l] += x[i] * x[i];
+            const float inv = 1.0f / std::sqrt(reduce8(acc) / static_cast<float>(a.hidden) + a.eps);
+            for (int64_t j = 0; j < a.hidden; ++j) y[j] = bf16(a.w[j]) * (x[j] * inv);
+        }
+    });
+}
+
+void linear(const ops::LinearArgs& a) {
+    const auto& w = a.weight;
+    const int64_t rows = a.rows != nullptr ? a.num_rows : a.num_tokens;
+    // Parallel over output units; each unit's dot products use one fixed order.
+    const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(1, w.in * rows));
+    cpu_thread_pool().parallel_for(w.out, grain, [&](int64_t ob, int64_t oe) {
+        for (int64_t o = ob; o < oe; ++o) {
+            const uint16_t* wrow = w.w + o * w.in;
+            const float bias = w.b != nullptr ? bf16(w.b[o]) : 0.0f;
+            for (int64_t r = 0; r < rows; ++r) {
+                const int64_t t = a.rows != nullptr ? a.rows[r] : r;
+                a.y[r * w.out + o] = dot_f32_bf16(a.x + t * w.in, wrow, w.in) + bias;
+            }
+        }
+    });
+}
+
+void rope(const ops::RopeArgs& a) {
+    const int64_t half = a.head_dim / 2;
+    cpu_thread_pool().parallel_for(a.num_tokens, 1, [&](int64_t b, int64_t e) {
+        std::vector<float> c(half), s(half);
+        for (int64_t t = b; t < e; ++t) {
+            const float p = static_cast<float>(a.positions[t]);
+            for (int64_t i = 0; i < half; ++i) {
+                const float phi = p * a.inv_freq[i];
+                c[i] = std::cos(phi) * a.mscale;
+                s[i] = std::sin(phi) * a.mscale;
+            }
+            auto rotate = [&](float* x) {
+                for (int64_t i = 0; i < half; ++i) {
+                    const float x1 = x[i], x2 = x[i + half];
+                    x[i] = x1 * c[i] - x2 * s[i];
+                    x[i + half] = x2 * c[i] + x1 * s[i];
+                }
+            };
+            for (int64_t h = 0; h < a.num_heads; ++h) rotate(a.q + (t * a.num_heads + h) * a.head_dim);
+            for (int64_t h = 0; h < a.num_kv_heads; ++h) rotate(a.k + (t * a.num_kv_heads + h) * a.head_dim);
+        }
+    });
+}
+
+void kv_write(const ops::KvWriteArgs& a) {
+    const int64_t row = a.num_kv_heads * a.head_dim;
+    for (int64_t t = 0; t < a.num_tokens; ++t) {
+        const int64_t slot = a.slot_mapping[t];
+        if (slot < 0) continue;
+        std::copy_n(a.k + t * row, row, a.k_cache + slot * row);
+        std::copy_n(a.v + t * row, row, a.v_cache + slot * row);
+    }
+}
+
+void attention(const ops::AttentionArgs& a) {
+    const int64_t group = a.num_heads / a.num_kv_heads;
+    const int64_t kv_row = a.num_kv_heads * a.head_dim;
+    // Sequence of each row, and the row's index within its sequence.
+    std::vector<int32_t> seq_of(a.num_tokens), index_of(a.num_tokens);
+    for (int64_t s = 0; s < a.num_seqs; ++s) {
+        const int32_t first = a.query_start_loc[s], q_len = a.query_start_loc[s + 1] - first;
+        for (int32_t i = 0; i < q_len; ++i) {
+            seq_of[first + i] = static_cast<int32_t>(s);
+            index_of[first + i] = a.seq_lens[s] - q_len + i;
+        }
+    }
+    cpu_thread_pool().parallel_for(a.num_tokens * a.num_heads, 1, [&](int64_t b, int64_t e) {
+        std::vector<float> scores;
+        for (int64_t th = b; th < e; ++th) {
+            const int64_t t = th / a.num_heads, h = th % a.num_heads, g = h / group;
+            const int64_t s = seq_of[t];
+            const int64_t p = index_of[t];
+            const int64_t lo = a.window > 0 ? std::max<int64_t>(0, p - a.window + 1) : 0;
+            const float* q = a.q + (t * a.num_heads + h) * a.head_dim;
+            const int32_t* table = a.block_tables + s * a.max_blocks;
+            auto slot_of = [&](int64_t j) {
+                const int32_t block = table[j / a.block_size];
+                VOLT_CHECK(block >= 0) << "attention reads key position " << j << " of a freed block";
+                return static_cast<int64_t>(block) * a.block_size + j % a.block_size;
+            };
+            scores.resize(p - lo + 1);
+            const float sink = bf16(a.sinks[h]);
+            float m = sink;
+            for (int64_t j = lo; j <= p; ++j) {
+                const float* k = a.k_cache + slot_of(j) * kv_row + g * a.head_dim;
+                float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+                int64_t i = 0;
+                for (; i + 8 <= a.head_dim; i += 8)
+                    for (int l = 0; l < 8; ++l) acc[l] += q[i + l] * k[i + l];
+                for (int l = 0; i < a.head_dim; ++i, ++l) acc[l] += q[i] * k[i];
+                const float sc = reduce8(acc) * a.scale;
+                scores[j - lo] = sc;
+                m = std::max(m, sc);
+            }
+            float denom = std::exp(sink - m);
+            for (auto& sc : scores) {
+                sc = std::exp(sc - m);
+                denom += sc;
+            }
+            float* out = a.out + t * a.num_heads * a.head_dim + h * a.head_dim;
+            std::fill_n(out, a.head_dim, 0.0f);
+            for (int64_t j = lo; j <= p; ++j) {
+                const float pj = scores[j - lo] / denom;
+                const float* v = a.v_cache + slot_of(j) * kv_row + g * a.head_dim;
+                for (int64_t i = 0; i < a.head_dim; ++i) out[i] += pj * v[i];
+            }
+        }
+    });
+}
+
+void router(const ops::RouterArgs& a) {
+    const int64_t E = a.router.out;
+    std::vector<float> logits(a.num_tokens * E);
+    linear({.x = a.x, .weight = a.router, .y = logits.data(), .num_tokens = a.num_tokens});
+    for (int64_t t = 0; t < a.num_tokens; ++t) {
+        const float* l = logits.data() + t * E;
+        int32_t* ids = a.expert_ids + t * a.top_k;
+        float* w = a.expert_weights + t * a.top_k;
+        // Top-k by value, descending; ties keep the lower index first (stable).
+        std::vector<int32_t> order(E);
+        for (int64_t e = 0; e < E; ++e) order[e] = static_cast<int32_t>(e);
+        std::stable_sort(order.begin(), order.end(), [&](int32_t x, int32_t y) { return l[x] > l[y]; });
+        const float m = l[order[0]];
+        float sum = 0.0f;
+        for (int64_t j = 0; j < a.top_k; ++j) {
+            ids[j] = order[j];
+            w[j] = std::exp(l[order[j]] - m);
+            sum += w[j];
+        }
+        for (int64_t j = 0; j < a.top_k; ++j) w[j] /= sum;
+    }
+}
+
+namespace {
+// One output row r of expert e applied to x (length `in`), plus the row's bias.
+inline float expert_row(const model::ExpertWeights& w, int64_t e, int64_t r, const float* x) {
+    const int64_t row = e * w.out + r;
+    float y;
+    if (w.format == model::ExpertFormat::kMxfp4) {
+        const int64_t nb = w.in / 32;
+        y = dot_f32_mxfp4(x, w.blocks + row * nb * 16, w.scales + row * nb, w.in);
+    } else {
+        y = dot_f32_bf16(x, w.w + row * w.in, w.in);
+    }
+    return y + bf16(w.bias[row]);
+}
+}  // namespace
+
+void experts(const ops::ExpertsArgs& a) {
+    const int64_t H = a.down.out, I = a.down.in;
+    const int64_t pairs = a.num_tokens * a.top_k;
+    std::vector<float> act(pairs * I), y(pairs * H);
+    auto& pool = cpu_thread_pool();
+    // gate_up + SwiGLU: parallel over (pair, unit); unit u reads rows 2u (gate) and 2u+1 (up).
+    pool.parallel_for(pairs * I, 64, [&](int64_t b, int64_t e) {
+        for (int64_t pu = b; pu < e; ++pu) {
+            const int64_t pr = pu / I, u = pu % I, t = pr / a.top_k;
+            const int64_t ex = a.expert_ids[pr];
+            const float* x = a.x + t * H;
+            const float gate = expert_row(a.gate_up, ex, 2 * u, x);
+            const float up = expert_row(a.gate_up, ex, 2 * u + 1, x);
+            act[pu] = swiglu_oai(gate, up, a.swiglu_limit, a.swiglu_alpha);
+        }
+    });
+    pool.parallel_for(pairs * H, 64, [&](int64_t b, int64_t e) {
+        for (int64_t po = b; po < e; ++po) {
+            const int64_t pr = po / H, o = po % H;
+            y[po] = expert_row(a.down, a.expert_ids[pr], o, act.data() + pr * I);
+        }
+    });
+    // Weighted sum over the k experts in rank order, added to the residual.
+    pool.parallel_for(a.num_tokens, 1, [&](int64_t b, int64_t e) {
+        for (int64_t t = b; t < e; ++t) {
+            float* out = a.out + t * H;
+            for (int64_t o = 0; o < H; ++o) {
+                float s = 0.0f;
+                for (int64_t j = 0; j < a.top_k; ++j)
+                    s += a.expert_weights[t * a.top_k + j] * y[(t * a.top_k + j) * H + o];
+                out[o] += s;
+            }
+        }
+    });
+}
+
+void add(const ops::AddArgs& a) {
+    for (int64_t i = 0; i < a.n; ++i) a.y[i] += a.x[i];
+}
+
+}  // namespace volt::cpu

@@ -1,0 +1,38 @@
+// The paged KV cache of the CPU backend: for every layer a K and a V pool of f32
+// [num_blocks, block_size, num_kv_heads, head_dim]. Layers belong to one of two groups (full attention,
+// sliding window) whose block ids are allocated independently (engine/block_manager), so each group
+// has its own block count. Slot s of a pool = block * block_size + offset.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "model/config.h"
+
+namespace volt::model {
+
+enum KvGroup : int { kFullGroup = 0, kSlidingGroup = 1, kNumKvGroups = 2 };
+
+inline KvGroup kv_group_of(const GptOssConfig& c, int64_t layer) {
+    return c.is_sliding(layer) ? kSlidingGroup : kFullGroup;
+}
+
+class KvCache {
+  public:
+    // num_blocks[g]: blocks of group g (0 when the model has no layer of that group).
+    KvCache(const GptOssConfig& c, int64_t block_size, const int64_t num_blocks[kNumKvGroups]);
+
+    int64_t block_size() const { return block_size_; }
+    int64_t num_blocks(KvGroup g) const { return num_blocks_[g]; }
+    float* k(int64_t layer) { return k_[layer].data(); }
+    float* v(int64_t layer) { return v_[layer].data(); }
+    // Bytes of one block of one group, summed over the group's layers (K and V).
+    static int64_t bytes_per_block(const GptOssConfig& c, int64_t block_size, KvGroup g);
+
+  private:
+    int64_t block_size_;
+    int64_t num_blocks_[kNumKvGroups];
+    std::vector<std::vector<float>> k_, v_;  // [layer][num_blocks * block_size * nkv * d]
+};
+
+}  // namespace volt::model
