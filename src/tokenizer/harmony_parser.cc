@@ -10,6 +10,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "core/check.h"
+
 namespace volt::tokenizer {
 namespace {
 
@@ -67,6 +69,7 @@ bool is_content_type_word(std::string_view w) {
 HarmonyStreamParser::HarmonyStreamParser(std::shared_ptr<const HarmonyEncoding> encoding,
                                          HarmonyParserOptions options)
     : enc_(std::move(encoding)), options_(std::move(options)) {
+    VOLT_CHECK(enc_ != nullptr) << "HarmonyStreamParser needs an encoding";
     if (options_.start_in_assistant_header) begin_header(true);
 }
 
