@@ -10,6 +10,8 @@ int main(int argc, char** argv) {
     std::string log_level = "info";
     app.add_option("--log-level", log_level, "trace, debug, info, warning, error")->capture_default_str();
     app.set_version_flag("--version", "voltllm 0.1.0");
+    volt::tools::register_logits(app);
+    app.parse_complete_callback([&] { volt::init_logging(log_level); });
     volt::tools::register_make_model(app);
     volt::tools::register_convert(app);
     CLI11_PARSE(app, argc, argv);

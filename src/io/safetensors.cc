@@ -55,6 +55,10 @@ Result<std::unique_ptr<SafetensorsFile>> SafetensorsFile::open(const std::string
         ::close(fd);
         return s;
     }
+    if (!S_ISREG(st.st_mode)) {
+        ::close(fd);
+        return invalid_argument(path + " is not a regular file");
+    }
     f->size_ = st.st_size;
     if (f->size_ < 8) {
         ::close(fd);

@@ -90,6 +90,13 @@ TEST_F(SafetensorsTest, MissingFile) {
     EXPECT_THAT(f.status().message(), HasSubstr("none.safetensors"));
 }
 
+TEST_F(SafetensorsTest, DirectoryIsNotAFile) {
+    auto f = SafetensorsFile::open(dir_.string());
+    ASSERT_FALSE(f.is_ok());
+    EXPECT_EQ(f.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_THAT(f.status().message(), HasSubstr("not a regular file"));
+}
+
 TEST_F(SafetensorsTest, TruncatedPayloadNamesTensor) {
     std::vector<uint8_t> a(64, 1), b(64, 2);
     ASSERT_TRUE(write_safetensors(p("t.safetensors"), {{"first", DType::kU8, {64}, a.data()},

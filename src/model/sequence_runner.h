@@ -1,0 +1,33 @@
+// One sequence over a contiguous run of KV blocks: the simplest driver of Forward, used by
+// `voltllm logits`, the golden tests and as the reference the engine's paged, batched runs are compared
+// with. Blocks 0..n-1 of both KV groups hold positions in order; nothing is ever freed.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "model/forward.h"
+
+namespace volt::model {
+
+class SequenceRunner {
+  public:
+    // capacity: the most tokens this sequence will hold (prompt + generated).
+    SequenceRunner(Forward& forward, int64_t capacity, int64_t block_size = 16);
+
+    int64_t num_tokens() const { return num_tokens_; }
+
+    // Feeds `ids` at RoPE positions start_pos + num_tokens() ... (start_pos shifts RoPE only; see
+    // `voltllm logits --start-pos`). Returns logits f32 [ids.size(), V] when all_rows, else [1, V] of the
+    // last row. Checks capacity (a bug to exceed it).
+    std::vector<float> append(std::span<const int32_t> ids, bool all_rows, int64_t start_pos = 0);
+
+  private:
+    Forward& forward_;
+    int64_t capacity_, block_size_, num_tokens_ = 0;
+    KvCache cache_;
+    std::vector<int32_t> block_table_;
+};
+
+}  // namespace volt::model
