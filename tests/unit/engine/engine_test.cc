@@ -54,7 +54,9 @@ std::vector<JobOut> run_jobs(const std::vector<Job>& jobs, EngineConfig cfg, Eng
         EXPECT_LT(step, 100000);
         for (size_t i = 0; i < jobs.size(); ++i) {
             if (jobs[i].arrive_step != step) continue;
-            EXPECT_TRUE(core.validate(jobs[i].prompt, jobs[i].params).is_ok());
+            const Status valid = core.validate(jobs[i].prompt, jobs[i].params);
+            EXPECT_TRUE(valid.is_ok()) << valid.to_string();
+            if (!valid.is_ok()) return {};
             handles[i] = std::make_shared<RequestHandle>(static_cast<int64_t>(i),
                                                          static_cast<int32_t>(jobs[i].prompt.size()),
                                                          jobs[i].params.n, nullptr);
@@ -184,6 +186,41 @@ TEST(EngineTest, ChoicesShareThePromptAndEqualSeparateSeeds) {
                 << "choice " << c << " blocks " << blocks;
         }
     }
+}
+
+TEST(EngineTest, AllowedIdsLogitBiasAndPaddedVocabularyReachTheSampler) {
+    Job j;
+    j.prompt = random_prompt(6, 3);
+    j.params.max_tokens = 20;
+    j.params.seed = 1;
+    j.params.allowed_token_ids = {5, 9, 60};
+    const auto allowed = run_jobs({j}, small_engine(64));
+    ASSERT_EQ(allowed.size(), 1u);
+    ASSERT_EQ(allowed[0].tokens[0].size(), 20u);
+    for (int32_t t : allowed[0].tokens[0]) EXPECT_TRUE(t == 5 || t == 9 || t == 60) << t;
+    Job b = j;
+    b.params.allowed_token_ids.clear();
+    b.params.logit_bias = {{42, 100.0f}};
+    const auto biased = run_jobs({b}, small_engine(64));
+    ASSERT_EQ(biased.size(), 1u);
+    EXPECT_EQ(biased[0].tokens[0], std::vector<int32_t>(20, 42));
+    // Ids >= vocab_size_real are padding: never drawn, even when the bias pushes them.
+    Job pad = j;
+    pad.prompt = {1, 2, 3, 4};
+    pad.params.allowed_token_ids.clear();
+    pad.params.max_tokens = 60;
+    pad.params.logit_bias = {{49, 3.0f}};
+    EngineConfig cfg = small_engine(64);
+    cfg.vocab_size_real = 50;
+    int64_t seen49 = 0;
+    const auto padded = run_jobs({pad}, cfg);
+    ASSERT_EQ(padded.size(), 1u);
+    ASSERT_EQ(padded[0].tokens[0].size(), 60u);
+    for (int32_t t : padded[0].tokens[0]) {
+        EXPECT_LT(t, 50);
+        seen49 += t == 49 ? 1 : 0;
+    }
+    EXPECT_GT(seen49, 0);
 }
 
 // log_softmax over the vocabulary of one row, in double (the reference for logprobs).
