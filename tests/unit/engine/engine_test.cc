@@ -41,8 +41,9 @@ struct JobOut {
 };
 
 // Runs jobs through a synchronous EngineCore, each added at its arrive_step; checks invariants every step.
-std::vector<JobOut> run_jobs(const std::vector<Job>& jobs, EngineConfig cfg, EngineStats* stats = nullptr) {
-    CpuExecutor ex(test_model());
+std::vector<JobOut> run_jobs(const std::vector<Job>& jobs, EngineConfig cfg, EngineStats* stats = nullptr,
+                             std::shared_ptr<const model::ModelWeights> weights = test_model()) {
+    CpuExecutor ex(std::move(weights));
     auto core_or = EngineCore::create(cfg, &ex);
     EXPECT_TRUE(core_or.is_ok()) << core_or.status().to_string();
     if (!core_or.is_ok()) return {};
@@ -234,10 +235,9 @@ std::vector<double> log_softmax(const float* x, int64_t n) {
     return out;
 }
 
-TEST(EngineTest, PromptLogprobsAnyChunkSizeEqualTheContiguousForward) {
-    const auto w = test_model();
+void check_prompt_logprobs_any_chunk_size(std::shared_ptr<const model::ModelWeights> w) {
     const auto& c = w->config;
-    const int64_t P = 300;  // 37 sliding windows of 8
+    const int64_t P = 300;
     const auto prompt = random_prompt(P, 9);
     // Reference: the whole prompt in one step over a contiguous cache (identity block table).
     cpu::CpuBackend backend;
@@ -296,7 +296,7 @@ TEST(EngineTest, PromptLogprobsAnyChunkSizeEqualTheContiguousForward) {
         cfg.block_size = 16;
         cfg.max_num_batched_tokens = chunk;
         cfg.num_kv_blocks_override = 160;
-        const auto out = run_jobs({j}, cfg);
+        const auto out = run_jobs({j}, cfg, nullptr, w);
         ASSERT_EQ(out.size(), 1u);
         const auto& pl = out[0].prompt_logprobs;
         ASSERT_EQ(static_cast<int64_t>(pl.size()), P - 1) << "chunk " << chunk;
@@ -322,6 +322,15 @@ TEST(EngineTest, PromptLogprobsAnyChunkSizeEqualTheContiguousForward) {
         EXPECT_EQ(out[0].tokens[0][0], best);
         EXPECT_NEAR(out[0].logprobs[0][0].logprob, last[best], 1e-4);
     }
+}
+
+TEST(EngineTest, PromptLogprobsAnyChunkSizeEqualTheContiguousForward) {
+    // 300 tokens: 37 windows of 8 (window < block size 16) ...
+    check_prompt_logprobs_any_chunk_size(test_model());
+    // ... and 7.5 windows of 40 (a window spanning blocks) with two sliding layers around a full one.
+    auto c = small_config(3);
+    c.sliding_window = 40;
+    check_prompt_logprobs_any_chunk_size(random_model(c, 12));
 }
 
 // ---- The threaded Engine.
