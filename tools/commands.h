@@ -13,5 +13,8 @@ void register_logits(CLI::App& app);
 
 // "1,2,3" -> {1, 2, 3}; throws CLI::ValidationError on anything else.
 std::vector<int32_t> parse_id_list(const std::string& s);
+void register_make_model(CLI::App& app);  // cmd_make_model.cc
+void register_convert(CLI::App& app);     // cmd_convert.cc
+void register_tokenize(CLI::App& app);  // cmd_tokenize.cc
 
 }  // namespace volt::tools

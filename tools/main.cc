@@ -12,6 +12,9 @@ int main(int argc, char** argv) {
     app.set_version_flag("--version", "voltllm 0.1.0");
     volt::tools::register_logits(app);
     app.parse_complete_callback([&] { volt::init_logging(log_level); });
+    volt::tools::register_make_model(app);
+    volt::tools::register_convert(app);
+    volt::tools::register_tokenize(app);
     CLI11_PARSE(app, argc, argv);
     return 0;
 }
