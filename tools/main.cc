@@ -12,11 +12,13 @@ int main(int argc, char** argv) {
     std::string log_level = "info";
     app.add_option("--log-level", log_level, "trace, debug, info, warning, error")->capture_default_str();
     app.set_version_flag("--version", "voltllm 0.1.0");
-    volt::tools::register_tokenize(app);
-    volt::tools::register_make_model(app);
-    volt::tools::register_serve(app);
     volt::tools::register_logits(app);
+    volt::tools::register_generate(app);
     app.parse_complete_callback([&] { volt::init_logging(log_level); });
+    volt::tools::register_make_model(app);
+    volt::tools::register_convert(app);
+    volt::tools::register_tokenize(app);
+    volt::tools::register_serve(app);
     // vLLM spelling: `--max_model_len` is `--max-model-len` (tools/cmd_serve.cc).
     std::vector<std::string> args = volt::tools::normalize_args(argc, argv);
     std::vector<char*> arg_ptrs;

@@ -44,7 +44,7 @@ void sample_row(const ops::SampleArgs& a, int64_t r, std::vector<float>& w, std:
         float m = kNegInf;
         for (int64_t i = 0; i < V; ++i) m = std::max(m, logits[i]);
         double s = 0.0;
-        for (int64_t i = 0; i < V; ++i) s += std::exp(static_cast<double>(logits[i]) - m);
+        for (int64_t i = 0; i < V; ++i) s += std::exp(logits[i] - m);
         lse = m + std::log(s);
         VOLT_CHECK_LE(row.num_logprobs, a.max_top);
         top_k_ids(logits, V, row.num_logprobs, &ids);
@@ -118,13 +118,23 @@ void sample_row(const ops::SampleArgs& a, int64_t r, std::vector<float>& w, std:
                   ids.end());
     }
     if (row.top_p < 1.0f) {
-        std::sort(ids.begin(), ids.end(), by_prob);
+        // Keep the most likely tokens until their mass reaches top_p of the total. Sorting only the
+        // top k candidates (k growing 4x) avoids sorting the whole vocabulary when the mass is peaked.
         double total = 0.0;
         for (int32_t id : ids) total += w[id];
-        double cum = 0.0;
-        size_t keep = 0;
-        while (keep < ids.size() && cum < row.top_p * total) cum += w[ids[keep++]];
-        for (size_t i = std::max<size_t>(keep, 1); i < ids.size(); ++i) w[ids[i]] = 0.0f;
+        const double want = row.top_p * total;
+        const auto n = static_cast<int64_t>(ids.size());
+        for (int64_t k = std::min<int64_t>(256, n);; k = std::min<int64_t>(4 * k, n)) {
+            if (k < n) std::nth_element(ids.begin(), ids.begin() + k - 1, ids.end(), by_prob);
+            std::sort(ids.begin(), ids.begin() + k, by_prob);
+            double cum = 0.0;
+            int64_t keep = 0;
+            while (keep < k && cum < want) cum += w[ids[keep++]];
+            if (cum >= want || k == n) {
+                for (int64_t i = std::max<int64_t>(keep, 1); i < n; ++i) w[ids[i]] = 0.0f;
+                break;
+            }
+        }
     }
     // Inverse CDF in ascending id order with one counter-based uniform.
     double total = 0.0;
@@ -146,8 +156,9 @@ void sample_row(const ops::SampleArgs& a, int64_t r, std::vector<float>& w, std:
 void sample(const ops::SampleArgs& a) {
     VOLT_CHECK(a.vocab_size_real > 0 && a.vocab_size_real <= a.vocab_size) << a.vocab_size_real;
     cpu_thread_pool().parallel_for(a.num_rows, 1, [&](int64_t b, int64_t e) {
-        std::vector<float> w;
-        std::vector<int32_t> ids;
+        // Per-thread scratch kept across calls: a fresh vocabulary-sized buffer per call costs page faults.
+        thread_local std::vector<float> w;
+        thread_local std::vector<int32_t> ids;
         for (int64_t r = b; r < e; ++r) sample_row(a, r, w, ids);
     });
 }

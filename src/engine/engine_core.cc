@@ -44,6 +44,12 @@ Result<KvPlan> plan_kv_cache(const EngineConfig& c, const Executor& ex) {
             const int g = has[0] ? 0 : 1;
             plan.num_blocks[g] = budget / bpb[g];
         }
+        // Never more full-attention blocks than max_num_seqs sequences of the longest length can use
+        // (an explicit --max-model-len, else the model's limit): a small model or a short
+        // --max-model-len then allocates what it needs, not the whole budget.
+        const int64_t longest = c.max_model_len > 0 ? c.max_model_len : info.max_position_embeddings;
+        if (has[0] && longest > 0)
+            plan.num_blocks[0] = std::min(plan.num_blocks[0], c.max_num_seqs * ((longest + bs - 1) / bs));
     }
     if (has[0] && plan.num_blocks[0] <= 0)
         return invalid_argument("kv_cache_memory_bytes " + str(c.kv_cache_memory_bytes) +

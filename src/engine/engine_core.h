@@ -24,6 +24,9 @@ struct KvPlan {
     int64_t pool_max_len = 0;  // longest sequence the pool can hold alone
 };
 
+// Budget split: the sliding group gets what max_num_seqs sequences plus one chunk need (at most half of
+// kv_cache_memory_bytes), the full group the rest, capped at max_num_seqs x blocks of the longest
+// sequence (max_model_len when set, else the model's max_position_embeddings).
 // kOutOfRange when config.max_model_len is set and one sequence of that length does not fit (message
 // with both numbers); kInvalidArgument for sizes <= 0 or a budget below one block.
 Result<KvPlan> plan_kv_cache(const EngineConfig& config, const Executor& executor);

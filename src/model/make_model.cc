@@ -321,6 +321,38 @@ Status write_sharded_units(const std::string& dir, const std::vector<OutputUnit>
     return write_text_file(dir + "/model.safetensors.index.json", index.dump(2) + "\n");
 }
 
+std::vector<PublishedTensor> published_tensors(const GptOssConfig& c) {
+    std::vector<PublishedTensor> t;
+    auto add = [&](std::string name, std::vector<int64_t> shape, bool expert = false) {
+        t.push_back({std::move(name), std::move(shape), expert});
+    };
+    const int64_t H = c.hidden_size, I = c.intermediate_size, E = c.num_local_experts;
+    add("model.embed_tokens.weight", {c.vocab_size, H});
+    for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+        const std::string p = "model.layers." + std::to_string(l) + ".";
+        add(p + "input_layernorm.weight", {H});
+        add(p + "self_attn.q_proj.weight", {c.q_dim(), H});
+        add(p + "self_attn.q_proj.bias", {c.q_dim()});
+        add(p + "self_attn.k_proj.weight", {c.kv_dim(), H});
+        add(p + "self_attn.k_proj.bias", {c.kv_dim()});
+        add(p + "self_attn.v_proj.weight", {c.kv_dim(), H});
+        add(p + "self_attn.v_proj.bias", {c.kv_dim()});
+        add(p + "self_attn.o_proj.weight", {H, c.q_dim()});
+        add(p + "self_attn.o_proj.bias", {H});
+        add(p + "self_attn.sinks", {c.num_attention_heads});
+        add(p + "post_attention_layernorm.weight", {H});
+        add(p + "mlp.router.weight", {E, H});
+        add(p + "mlp.router.bias", {E});
+        add(p + "mlp.experts.gate_up_proj", {E, 2 * I, H}, true);
+        add(p + "mlp.experts.gate_up_proj_bias", {E, 2 * I});
+        add(p + "mlp.experts.down_proj", {E, H, I}, true);
+        add(p + "mlp.experts.down_proj_bias", {E, H});
+    }
+    add("model.norm.weight", {H});
+    add("lm_head.weight", {c.vocab_size, H});
+    return t;
+}
+
 // ---- Random checkpoints -----------------------------------------------------------------------------
 
 namespace {
@@ -412,30 +444,12 @@ std::vector<OutputUnit> plan_units(const GptOssConfig& c, const MakeModelOptions
         };
         units.push_back(std::move(u));
     };
-    const int64_t H = c.hidden_size, I = c.intermediate_size, E = c.num_local_experts;
-    bf16("model.embed_tokens.weight", {c.vocab_size, H});
-    for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
-        const std::string p = "model.layers." + std::to_string(l) + ".";
-        bf16(p + "input_layernorm.weight", {H});
-        bf16(p + "self_attn.q_proj.weight", {c.q_dim(), H});
-        bf16(p + "self_attn.q_proj.bias", {c.q_dim()});
-        bf16(p + "self_attn.k_proj.weight", {c.kv_dim(), H});
-        bf16(p + "self_attn.k_proj.bias", {c.kv_dim()});
-        bf16(p + "self_attn.v_proj.weight", {c.kv_dim(), H});
-        bf16(p + "self_attn.v_proj.bias", {c.kv_dim()});
-        bf16(p + "self_attn.o_proj.weight", {H, c.q_dim()});
-        bf16(p + "self_attn.o_proj.bias", {H});
-        bf16(p + "self_attn.sinks", {c.num_attention_heads});
-        bf16(p + "post_attention_layernorm.weight", {H});
-        bf16(p + "mlp.router.weight", {E, H});
-        bf16(p + "mlp.router.bias", {E});
-        experts(p + "mlp.experts.gate_up_proj", 2 * I, H);
-        bf16(p + "mlp.experts.gate_up_proj_bias", {E, 2 * I});
-        experts(p + "mlp.experts.down_proj", H, I);
-        bf16(p + "mlp.experts.down_proj_bias", {E, H});
+    for (const PublishedTensor& t : published_tensors(c)) {
+        if (t.expert)
+            experts(t.name, t.shape[1], t.shape[2]);
+        else
+            bf16(t.name, t.shape);
     }
-    bf16("model.norm.weight", {H});
-    bf16("lm_head.weight", {c.vocab_size, H});
     return units;
 }
 

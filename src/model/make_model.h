@@ -82,6 +82,16 @@ struct MakeModelOptions {
     int threads = 0;            // <= 0: all hardware threads
 };
 
+// The tensors of a checkpoint in file order (spec §2.1). Each expert matrix appears once under its
+// logical name ("model.layers.{i}.mlp.experts.gate_up_proj" / "...down_proj") with shape [E, out, in]
+// and expert = true; the stored form depends on the layout (_blocks/_scales, or bf16 [E, in, out]).
+struct PublishedTensor {
+    std::string name;
+    std::vector<int64_t> shape;
+    bool expert = false;
+};
+std::vector<PublishedTensor> published_tensors(const GptOssConfig& c);
+
 // One group of output tensors produced together and kept in one shard (e.g. MXFP4 blocks + scales).
 struct OutputUnit {
     std::vector<std::string> names;

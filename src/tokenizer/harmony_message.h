@@ -32,9 +32,9 @@ struct HarmonyAuthor {
     bool operator==(const HarmonyAuthor&) const = default;
 };
 
-// One harmony message: <|start|>AUTHOR[ to=RECIPIENT][<|channel|>CHANNEL][
-// CONTENT_TYPE]<|message|>CONTENT<END>. content_type "<|constrain|>json" renders its marker as the special
-// token (BUG-03).
+// One harmony message (spec §5.2):
+//   <|start|>AUTHOR[ to=RECIPIENT][<|channel|>CHANNEL][ CONTENT_TYPE]<|message|>CONTENT<|end|> or <|call|>
+// content_type "<|constrain|>json" renders its marker as the special token (BUG-03).
 struct HarmonyMessage {
     HarmonyAuthor author;
     std::optional<std::string> recipient;     // "functions.NAME", "assistant", "browser.search", ...

@@ -10,6 +10,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "core/check.h"
+
 namespace volt::tokenizer {
 namespace {
 
@@ -26,12 +28,6 @@ bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' |
 
 std::string_view trim_left(std::string_view s) {
     while (!s.empty() && is_space(s.front())) s.remove_prefix(1);
-    return s;
-}
-
-std::string_view trim(std::string_view s) {
-    s = trim_left(s);
-    while (!s.empty() && is_space(s.back())) s.remove_suffix(1);
     return s;
 }
 
@@ -73,6 +69,7 @@ bool is_content_type_word(std::string_view w) {
 HarmonyStreamParser::HarmonyStreamParser(std::shared_ptr<const HarmonyEncoding> encoding,
                                          HarmonyParserOptions options)
     : enc_(std::move(encoding)), options_(std::move(options)) {
+    VOLT_CHECK(enc_ != nullptr) << "HarmonyStreamParser needs an encoding";
     if (options_.start_in_assistant_header) begin_header(true);
 }
 
@@ -237,7 +234,7 @@ HarmonyStreamParser::Header HarmonyStreamParser::parse_header() const {
         }
         consume(w.size());
     }
-    h.leftover = strip_markup(rest);
+    h.leftover = std::string(trim_left(strip_markup(rest)));
     return h;
 }
 
@@ -305,7 +302,6 @@ void HarmonyStreamParser::close_message(std::vector<HarmonyEvent>& out) {
 void HarmonyStreamParser::close_header_as_message(std::vector<HarmonyEvent>& out) {
     header_text_ += utf8_.flush();
     Header header = parse_header();
-    header.leftover = std::string(trim(header.leftover));
     std::string unused;
     if (header.leftover.empty() && classify(header, &unused) != Kind::kToolCall) {
         state_ = State::kExpectStart;

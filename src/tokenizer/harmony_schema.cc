@@ -58,8 +58,8 @@ bool is_nullable(const Json& schema) {
     return n != nullptr && n->is_boolean() && n->get<bool>();
 }
 
-// serde_json's Display of a value: compact JSON.
-std::string json_display(const Json& v) { return v.dump(); }
+// serde_json's Display of a value: compact JSON (invalid UTF-8 replaced rather than thrown).
+std::string json_display(const Json& v) { return v.dump(-1, ' ', false, Json::error_handler_t::replace); }
 
 // "default: \"x\"" for a string default of a non-enum, "default: x" for an enum's string, JSON otherwise.
 std::string default_comment(const Json& schema, const Json& def) {

@@ -87,6 +87,11 @@ Status RegexSplitter::split(std::string_view text, std::vector<std::string_view>
     return status;
 }
 
+void set_regex_retry_limit_per_search(unsigned long limit) {
+    init_oniguruma();
+    onig_set_retry_limit_in_search(limit);
+}
+
 std::string regex_escape(std::string_view literal) {
     std::string out;
     for (char c : literal) {

@@ -40,6 +40,11 @@ class RegexSplitter {
     std::string pattern_;
 };
 
+// Oniguruma's process-wide budget of backtracking steps per search (onig_set_retry_limit_in_search);
+// 0, the default, is unlimited. A search over budget fails with kInternal. Tests use it to show the
+// regex work on pathological input is bounded by a multiple of its length.
+void set_regex_retry_limit_per_search(unsigned long limit);
+
 // Escapes `literal` so it matches itself (Hugging Face `Split` with a `String` pattern).
 std::string regex_escape(std::string_view literal);
 

@@ -18,7 +18,7 @@ const idle = (m) =>
 describe("tiny-chat on the CPU", () => {
     let server, openai;
     before(async () => {
-        server = await startServer(["--max-model-len", "2048", "--max-num-seqs", "256", "--kv-cache-memory-bytes", "256M"], { readyTimeoutMs: 300000 });
+        server = await startServer(["--served-model-name", "tiny-chat", "--max-model-len", "2048", "--max-num-seqs", "256", "--kv-cache-memory-bytes", "256M"], { readyTimeoutMs: 300000 });
         openai = client(server);
     });
     after(async () => assert.equal((await server.stop()).code, 0));
@@ -124,7 +124,7 @@ describe("tiny-chat on the CPU", () => {
 describe("a full queue and SIGTERM", () => {
     let server, openai;
     before(async () => {
-        server = await startServer(["--max-model-len", "2048", "--max-num-seqs", "1", "--max-queued-requests", "0", "--kv-cache-memory-bytes", "256M",
+        server = await startServer(["--served-model-name", "tiny-chat", "--max-model-len", "2048", "--max-num-seqs", "1", "--max-queued-requests", "0", "--kv-cache-memory-bytes", "256M",
             "--shutdown-timeout", "0.3"], { readyTimeoutMs: 300000 });
         openai = client(server);
     });
@@ -153,7 +153,7 @@ describe("a full queue and SIGTERM", () => {
 describe("a request that leaves while queued", () => {
     let server, openai;
     before(async () => {
-        server = await startServer(["--max-model-len", "2048", "--max-num-seqs", "1", "--max-queued-requests", "1",
+        server = await startServer(["--served-model-name", "tiny-chat", "--max-model-len", "2048", "--max-num-seqs", "1", "--max-queued-requests", "1",
             "--kv-cache-memory-bytes", "256M"], { readyTimeoutMs: 300000 });
         openai = client(server);
     });

@@ -15,6 +15,7 @@
 #include "engine/cpu_executor.h"
 #include "engine/engine_core.h"
 #include "model/random_model.h"
+#include "ops/sample.h"
 
 namespace volt::engine {
 namespace {
@@ -40,8 +41,9 @@ struct JobOut {
 };
 
 // Runs jobs through a synchronous EngineCore, each added at its arrive_step; checks invariants every step.
-std::vector<JobOut> run_jobs(const std::vector<Job>& jobs, EngineConfig cfg, EngineStats* stats = nullptr) {
-    CpuExecutor ex(test_model());
+std::vector<JobOut> run_jobs(const std::vector<Job>& jobs, EngineConfig cfg, EngineStats* stats = nullptr,
+                             std::shared_ptr<const model::ModelWeights> weights = test_model()) {
+    CpuExecutor ex(std::move(weights));
     auto core_or = EngineCore::create(cfg, &ex);
     EXPECT_TRUE(core_or.is_ok()) << core_or.status().to_string();
     if (!core_or.is_ok()) return {};
@@ -53,7 +55,9 @@ std::vector<JobOut> run_jobs(const std::vector<Job>& jobs, EngineConfig cfg, Eng
         EXPECT_LT(step, 100000);
         for (size_t i = 0; i < jobs.size(); ++i) {
             if (jobs[i].arrive_step != step) continue;
-            EXPECT_TRUE(core.validate(jobs[i].prompt, jobs[i].params).is_ok());
+            const Status valid = core.validate(jobs[i].prompt, jobs[i].params);
+            EXPECT_TRUE(valid.is_ok()) << valid.to_string();
+            if (!valid.is_ok()) return {};
             handles[i] = std::make_shared<RequestHandle>(static_cast<int64_t>(i),
                                                          static_cast<int32_t>(jobs[i].prompt.size()),
                                                          jobs[i].params.n, nullptr);
@@ -185,6 +189,41 @@ TEST(EngineTest, ChoicesShareThePromptAndEqualSeparateSeeds) {
     }
 }
 
+TEST(EngineTest, AllowedIdsLogitBiasAndPaddedVocabularyReachTheSampler) {
+    Job j;
+    j.prompt = random_prompt(6, 3);
+    j.params.max_tokens = 20;
+    j.params.seed = 1;
+    j.params.allowed_token_ids = {5, 9, 60};
+    const auto allowed = run_jobs({j}, small_engine(64));
+    ASSERT_EQ(allowed.size(), 1u);
+    ASSERT_EQ(allowed[0].tokens[0].size(), 20u);
+    for (int32_t t : allowed[0].tokens[0]) EXPECT_TRUE(t == 5 || t == 9 || t == 60) << t;
+    Job b = j;
+    b.params.allowed_token_ids.clear();
+    b.params.logit_bias = {{42, 100.0f}};
+    const auto biased = run_jobs({b}, small_engine(64));
+    ASSERT_EQ(biased.size(), 1u);
+    EXPECT_EQ(biased[0].tokens[0], std::vector<int32_t>(20, 42));
+    // Ids >= vocab_size_real are padding: never drawn, even when the bias pushes them.
+    Job pad = j;
+    pad.prompt = {1, 2, 3, 4};
+    pad.params.allowed_token_ids.clear();
+    pad.params.max_tokens = 60;
+    pad.params.logit_bias = {{49, 3.0f}};
+    EngineConfig cfg = small_engine(64);
+    cfg.vocab_size_real = 50;
+    int64_t seen49 = 0;
+    const auto padded = run_jobs({pad}, cfg);
+    ASSERT_EQ(padded.size(), 1u);
+    ASSERT_EQ(padded[0].tokens[0].size(), 60u);
+    for (int32_t t : padded[0].tokens[0]) {
+        EXPECT_LT(t, 50);
+        seen49 += t == 49 ? 1 : 0;
+    }
+    EXPECT_GT(seen49, 0);
+}
+
 // log_softmax over the vocabulary of one row, in double (the reference for logprobs).
 std::vector<double> log_softmax(const float* x, int64_t n) {
     double m = x[0];
@@ -196,10 +235,9 @@ std::vector<double> log_softmax(const float* x, int64_t n) {
     return out;
 }
 
-TEST(EngineTest, PromptLogprobsAnyChunkSizeEqualTheContiguousForward) {
-    const auto w = test_model();
+void check_prompt_logprobs_any_chunk_size(std::shared_ptr<const model::ModelWeights> w) {
     const auto& c = w->config;
-    const int64_t P = 300;  // 37 sliding windows of 8
+    const int64_t P = 300;
     const auto prompt = random_prompt(P, 9);
     // Reference: the whole prompt in one step over a contiguous cache (identity block table).
     cpu::CpuBackend backend;
@@ -227,19 +265,38 @@ TEST(EngineTest, PromptLogprobsAnyChunkSizeEqualTheContiguousForward) {
     std::vector<float> logits(P * c.vocab_size);
     fwd.run(b, cache, logits.data());
 
+    // The same op the executor runs, over the contiguous logits: the engine's logprobs must match bitwise.
+    std::vector<ops::SampleRow> ref_rows(P - 1);
+    for (int64_t i = 0; i + 1 < P; ++i) {
+        ref_rows[i].logits = logits.data() + i * c.vocab_size;
+        ref_rows[i].target = prompt[i + 1];
+        ref_rows[i].num_logprobs = 3;
+    }
+    std::vector<int32_t> ref_tok(P - 1), ref_top((P - 1) * 3);
+    std::vector<float> ref_lp(P - 1), ref_top_lp((P - 1) * 3);
+    ops::SampleArgs ra;
+    ra.rows = ref_rows.data();
+    ra.num_rows = P - 1;
+    ra.vocab_size = ra.vocab_size_real = c.vocab_size;
+    ra.tokens = ref_tok.data();
+    ra.logprobs = ref_lp.data();
+    ra.top_ids = ref_top.data();
+    ra.top_logprobs = ref_top_lp.data();
+    ra.max_top = 3;
+    cpu::sample(ra);
+
     Job j;
     j.prompt = prompt;
     j.params.max_tokens = 1;
     j.params.temperature = 0.0f;
     j.params.prompt_logprobs = 3;
     j.params.logprobs = 0;
-    std::vector<TokenLogprob> first;
     for (int64_t chunk : {1, 16, 17, 128, 129, 2048}) {
         EngineConfig cfg;
         cfg.block_size = 16;
         cfg.max_num_batched_tokens = chunk;
         cfg.num_kv_blocks_override = 160;
-        const auto out = run_jobs({j}, cfg);
+        const auto out = run_jobs({j}, cfg, nullptr, w);
         ASSERT_EQ(out.size(), 1u);
         const auto& pl = out[0].prompt_logprobs;
         ASSERT_EQ(static_cast<int64_t>(pl.size()), P - 1) << "chunk " << chunk;
@@ -247,6 +304,7 @@ TEST(EngineTest, PromptLogprobsAnyChunkSizeEqualTheContiguousForward) {
             const auto ref = log_softmax(logits.data() + i * c.vocab_size, c.vocab_size);
             ASSERT_EQ(pl[i].token, prompt[i + 1]);
             ASSERT_NEAR(pl[i].logprob, ref[prompt[i + 1]], 1e-4) << "chunk " << chunk << " row " << i;
+            ASSERT_EQ(pl[i].logprob, ref_lp[i]) << "chunk " << chunk << " row " << i;  // bitwise
             ASSERT_EQ(pl[i].top.size(), 3u);
             std::vector<int32_t> order(c.vocab_size);
             std::iota(order.begin(), order.end(), 0);
@@ -263,10 +321,16 @@ TEST(EngineTest, PromptLogprobsAnyChunkSizeEqualTheContiguousForward) {
         ASSERT_EQ(out[0].tokens[0].size(), 1u);
         EXPECT_EQ(out[0].tokens[0][0], best);
         EXPECT_NEAR(out[0].logprobs[0][0].logprob, last[best], 1e-4);
-        // Bitwise the same whatever the chunking (batch invariance of the CPU kernels).
-        if (first.empty()) first = pl;
-        for (int64_t i = 0; i + 1 < P; ++i) ASSERT_EQ(pl[i].logprob, first[i].logprob) << "chunk " << chunk;
     }
+}
+
+TEST(EngineTest, PromptLogprobsAnyChunkSizeEqualTheContiguousForward) {
+    // 300 tokens: 37 windows of 8 (window < block size 16) ...
+    check_prompt_logprobs_any_chunk_size(test_model());
+    // ... and 7.5 windows of 40 (a window spanning blocks) with two sliding layers around a full one.
+    auto c = small_config(3);
+    c.sliding_window = 40;
+    check_prompt_logprobs_any_chunk_size(random_model(c, 12));
 }
 
 // ---- The threaded Engine.

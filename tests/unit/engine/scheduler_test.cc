@@ -319,5 +319,47 @@ TEST(SchedulerTest, PlanRefusesAMaxModelLenThePoolCannotHold) {
     EXPECT_EQ(plan->max_model_len, 160);
 }
 
+// An executor whose blocks cost bytes, to test the budget split.
+class CostlyExecutor final : public Executor {
+  public:
+    ExecutorInfo info() const override {
+        ExecutorInfo i;
+        i.vocab_size = 100;
+        i.sliding_window = 128;
+        i.max_position_embeddings = 131072;
+        i.has_group[0] = i.has_group[1] = true;
+        return i;
+    }
+    int64_t bytes_per_block(int64_t block_size, int) const override { return block_size * 1000; }
+    Status init_cache(int64_t, const int64_t[kNumKvGroups]) override { return Status::ok(); }
+    Status execute(const StepBatch&, StepResult*) override { return internal_error("not for running"); }
+};
+
+TEST(SchedulerTest, PlanSplitsTheBudgetBetweenGroups) {
+    CostlyExecutor ex;
+    EngineConfig cfg;                         // block 16: 16000 bytes a block; 256 seqs; 2048 batched tokens
+    cfg.kv_cache_memory_bytes = 160'000'000;  // 10000 blocks
+    auto plan = plan_kv_cache(cfg, ex);
+    ASSERT_TRUE(plan.is_ok()) << plan.status().to_string();
+    // Sliding: 256 x (127 / 16 + 2) + (127 + 2047) / 16 + 2 = 2304 + 137 = 2441 blocks; full: the rest.
+    EXPECT_EQ(plan->num_blocks[1], 2441);
+    EXPECT_EQ(plan->num_blocks[0], 10000 - 2441);
+    EXPECT_EQ(plan->max_model_len, (10000 - 2441) * 16);
+    // A short --max-model-len with one sequence needs only 2048 / 16 full blocks.
+    cfg.max_model_len = 2048;
+    cfg.max_num_seqs = 1;
+    plan = plan_kv_cache(cfg, ex);
+    ASSERT_TRUE(plan.is_ok()) << plan.status().to_string();
+    EXPECT_EQ(plan->num_blocks[0], 128);
+    EXPECT_EQ(plan->num_blocks[1], 1 * 9 + 137);
+    // A budget below the sliding need: at most half of it goes to the sliding group.
+    cfg = EngineConfig{};
+    cfg.kv_cache_memory_bytes = 48'000'000;  // 3000 blocks: sliding 1500, full 1500
+    plan = plan_kv_cache(cfg, ex);
+    ASSERT_TRUE(plan.is_ok()) << plan.status().to_string();
+    EXPECT_EQ(plan->num_blocks[1], 1500);
+    EXPECT_EQ(plan->num_blocks[0], 1500);
+}
+
 }  // namespace
 }  // namespace volt::engine

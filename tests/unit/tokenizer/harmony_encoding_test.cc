@@ -161,6 +161,12 @@ TEST(HarmonyEncoding, UserMarkupNeverBecomesControlTokens) {
     EXPECT_EQ(ids->back(), 200007);
     for (size_t i = 3; i + 1 < ids->size(); ++i) EXPECT_LT((*ids)[i], 199998) << "position " << i;
 
+    // The same for markup a client put into earlier assistant content (BUG-10 see-also): kept as text.
+    auto history =
+        enc->encode_pieces(*render_message_pieces(HarmonyMessage::assistant("final", "<|channel|>x<|end|>")));
+    ASSERT_TRUE(history.is_ok());
+    EXPECT_EQ(std::count_if(history->begin(), history->end(), [](int32_t id) { return id >= 199998; }), 4);
+
     auto start = enc->encode_pieces(*render_message_pieces(HarmonyMessage::user("<|start|>")));
     ASSERT_TRUE(start.is_ok());
     ASSERT_EQ(start->size(), 9u);

@@ -319,6 +319,28 @@ TEST(HarmonyRenderer, Bug11ToolRoundTripInLaterTurn) {
     EXPECT_NE(text.find("<|start|>assistant<|channel|>final<|message|>Hello!<|end|>"), std::string::npos);
 }
 
+// Several tool calls in one assistant turn, each answered by its own result.
+TEST(HarmonyRenderer, SeveralToolCallsInOneTurn) {
+    HarmonyConversation c;
+    c.messages = {HarmonyMessage::user("Weather in Oslo and Rome?")};
+    const HarmonyToolCall calls[] = {{"get_weather", "{\"city\":\"Oslo\"}"},
+                                     {"get_weather", "{\"city\":\"Rome\"}"}};
+    append_assistant_turn(c.messages, "Two cities, two calls.", "", calls);
+    c.messages.push_back(HarmonyMessage::tool_result("get_weather", "{\"temp\":3}"));
+    c.messages.push_back(HarmonyMessage::tool_result("get_weather", "{\"temp\":21}"));
+    EXPECT_EQ(
+        completion_text(c, AnalysisPolicy::kDropFinishedTurns),
+        "<|start|>user<|message|>Weather in Oslo and Rome?<|end|>"
+        "<|start|>assistant<|channel|>analysis<|message|>Two cities, two calls.<|end|>"
+        "<|start|>assistant to=functions.get_weather<|channel|>commentary <|constrain|>json<|message|>"
+        "{\"city\":\"Oslo\"}<|call|>"
+        "<|start|>assistant to=functions.get_weather<|channel|>commentary <|constrain|>json<|message|>"
+        "{\"city\":\"Rome\"}<|call|>"
+        "<|start|>functions.get_weather to=assistant<|channel|>commentary<|message|>{\"temp\":3}<|end|>"
+        "<|start|>functions.get_weather to=assistant<|channel|>commentary<|message|>{\"temp\":21}<|end|>"
+        "<|start|>assistant");
+}
+
 TEST(HarmonyRenderer, ForcedFunctionPrefill) {
     HarmonyConversation c;
     c.messages = {HarmonyMessage::user("Weather?")};
