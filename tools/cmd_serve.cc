@@ -170,7 +170,7 @@ std::vector<std::string> normalize_args(int argc, char** argv) {
 void register_serve(CLI::App& app) {
     auto f = std::make_shared<ServeFlags>();
     CLI::App* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server");
-    cmd->add_option("model_tag", f->model_positional, "Model directory (default: the embedded tiny-chat)");
+    cmd->add_option("model_tag", f->model_positional, "Model directory (default: the embedded default model)");
     cmd->add_option("--model", f->model, "Model directory (same as the positional MODEL)");
     cmd->add_option("--host", f->host, "Address to listen on (0.0.0.0: every interface)")
         ->capture_default_str();

@@ -429,6 +429,13 @@ bool run_job(Job& job, ResponseSink& sink, const HttpServer& server, std::chrono
     return write(job.stream ? job.stream_end() : job.full_response());
 }
 
+bool known_model(const RoutesConfig& config, const std::string& model) {
+    for (const std::string& n : config.served_model_names) {
+        if (n == model) return true;
+    }
+    return false;
+}
+
 ApiError model_not_found(const std::string& model) {
     return ApiError{404, "invalid_request_error", "The model '" + model + "' does not exist.",
                     std::string("model"), std::string("model_not_found")};
@@ -551,6 +558,17 @@ OpenAiRoutes::OpenAiRoutes(RoutesConfig config, HttpServer& server,
         HttpServer::send_json(res, 200, {{"version", "0.1.0"}});
     });
     server_.get("/v1/models", [this](const httplib::Request&, httplib::Response& res) { models(res); });
+    server_.get(R"(/v1/models/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
+        const std::string name = req.matches[1];
+        if (!known_model(config_, name)) return server_.send_error(res, model_not_found(name));
+        json m = {{"id", name},
+                  {"object", "model"},
+                  {"created", 0},
+                  {"owned_by", "voltllm"},
+                  {"root", config_.model_root}};
+        if (engine::Engine* engine = engine_.load()) m["max_model_len"] = engine->max_model_len();
+        HttpServer::send_json(res, 200, m);
+    });
     server_.get("/metrics", [this](const httplib::Request&, httplib::Response& res) { metrics(res); });
     server_.post("/v1/chat/completions",
                  [this](const httplib::Request& q, httplib::Response& r) { chat(q, r); });
@@ -598,13 +616,6 @@ void OpenAiRoutes::metrics(httplib::Response& res) {
 }
 
 namespace {
-
-bool known_model(const RoutesConfig& config, const std::string& model) {
-    for (const std::string& n : config.served_model_names) {
-        if (n == model) return true;
-    }
-    return false;
-}
 
 // Sends an ApiError from a Status of Engine::submit.
 ApiError submit_error(const Status& s, const char* param) {

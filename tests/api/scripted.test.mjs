@@ -239,6 +239,8 @@ describe("chat through harmony (one script for every request)", () => {
         const models = await openai.models.list();
         assert.equal(models.data[0].id, "gpt-oss-test");
         assert.equal(models.data[0].max_model_len, 4096);
+        assert.equal((await openai.models.retrieve("gpt-oss-test")).id, "gpt-oss-test");
+        assert.equal((await apiError(openai.models.retrieve("nope"), 404)).code, "model_not_found");
         const v = await (await fetch(server.url("/version"))).json();
         assert.equal(typeof v.version, "string");
         assert.equal((await fetch(server.url("/health"))).status, 200);
