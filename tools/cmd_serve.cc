@@ -13,9 +13,8 @@
 
 #include "core/logging.h"
 #include "core/paths.h"
-#include "engine/cpu_executor.h"
 #include "engine/engine.h"
-#include "engine/scripted_executor.h"
+#include "engine/engine_flags.h"
 #include "model/loader.h"
 #include "server/http_server.h"
 #include "server/openai_routes.h"
@@ -29,13 +28,12 @@ namespace volt::tools {
 namespace {
 
 struct ServeFlags {
-    std::string model_positional, model, host = "127.0.0.1", max_model_len = "auto", dtype = "auto", api_key;
-    std::string executor = "cpu", script, tokenizer, kv_cache_memory_bytes, max_request_body_bytes = "32M";
+    std::string model_positional, model, host = "127.0.0.1", dtype = "auto", api_key;
+    std::string tokenizer, max_request_body_bytes = "32M";
     std::vector<std::string> served_model_names;
     int port = 8000;
-    int64_t max_num_seqs = 256, max_num_batched_tokens = 2048, block_size = 16, max_queued_requests = 256;
-    int64_t num_kv_blocks = 0;
-    double shutdown_timeout = 5.0, swap_space = 0.0;
+    double shutdown_timeout = 5.0;
+    engine::EngineFlags engine;  // the flags `voltllm generate` shares (engine/engine_flags.h)
 };
 
 [[noreturn]] void fail(const std::string& message) {
@@ -61,8 +59,9 @@ void run_serve(const ServeFlags& f) {
     if (!f.model.empty() && !f.model_positional.empty() && f.model != f.model_positional) {
         fail("two models given: '" + f.model_positional + "' and --model '" + f.model + "'");
     }
-    const bool scripted = f.executor == "scripted";
-    if (scripted && f.script.empty()) fail("--executor scripted needs --script FILE");
+    const bool scripted = f.engine.executor == "scripted";
+    if (Status st = engine::check_engine_flags(f.engine); !st.is_ok()) fail(st.message());
+    if (f.engine.config.max_queued_requests < 0) fail("--max-queued-requests must be >= 0");
     std::string model_dir = !f.model.empty() ? f.model : f.model_positional;
     std::string model_name = model_dir;
     if (!scripted && model_dir.empty()) {
@@ -86,21 +85,12 @@ void run_serve(const ServeFlags& f) {
     auto encoding = tokenizer::HarmonyEncoding::create(*tokenizer);
     if (!encoding) fail(encoding.status().to_string());
 
-    engine::EngineConfig ec;
-    ec.block_size = f.block_size;
-    ec.max_num_seqs = f.max_num_seqs;
-    ec.max_num_batched_tokens = f.max_num_batched_tokens;
-    ec.max_model_len = count_or_fail(f.max_model_len, "--max-model-len");
+    engine::EngineConfig ec = f.engine.config;
+    const int64_t max_queued = ec.max_queued_requests;
     // Our admission (below) bounds running + queued; the engine's own queue only has to hold what we admit
     // (a request waits there before its first step even when a slot is free).
-    ec.max_queued_requests = f.max_num_seqs + f.max_queued_requests;
-    if (!f.kv_cache_memory_bytes.empty()) {
-        ec.kv_cache_memory_bytes = count_or_fail(f.kv_cache_memory_bytes, "--kv-cache-memory-bytes");
-    }
-    ec.num_kv_blocks_override = f.num_kv_blocks;
+    ec.max_queued_requests = ec.max_num_seqs + max_queued;
     ec.vocab_size_real = (*tokenizer)->vocab_size();
-    if (f.max_queued_requests < 0) fail("--max-queued-requests must be >= 0");
-    if (f.swap_space > 0) spdlog::info("--swap-space is accepted but not used yet: preemption recomputes");
     if (f.dtype != "auto")
         spdlog::info("--dtype {}: the CPU executor computes in fp32 from bf16 weights", f.dtype);
 
@@ -108,7 +98,7 @@ void run_serve(const ServeFlags& f) {
     hc.host = f.host;
     hc.port = f.port;
     hc.api_key = f.api_key;
-    hc.max_admitted = f.max_num_seqs + f.max_queued_requests;
+    hc.max_admitted = ec.max_num_seqs + max_queued;
     hc.max_body_bytes =
         static_cast<size_t>(count_or_fail(f.max_request_body_bytes, "--max-request-body-bytes"));
     hc.shutdown_grace = std::chrono::milliseconds(static_cast<int64_t>(f.shutdown_timeout * 1000));
@@ -117,7 +107,7 @@ void run_serve(const ServeFlags& f) {
     server::RoutesConfig rc;
     rc.served_model_names =
         f.served_model_names.empty() ? std::vector<std::string>{model_name} : f.served_model_names;
-    rc.model_root = scripted ? f.script : model_dir;
+    rc.model_root = scripted ? f.engine.script : model_dir;
     server::OpenAiRoutes routes(rc, http, *encoding);
 
     Status bound = http.bind();
@@ -136,17 +126,15 @@ void run_serve(const ServeFlags& f) {
         http.shutdown();
     });
 
-    std::unique_ptr<engine::Executor> executor;
-    if (scripted) {
-        auto s = engine::ScriptedExecutor::from_file(f.script);
-        if (!s) fail(s.status().to_string());
-        executor = std::move(*s);
-    } else {
-        auto weights = model::load_model(model_dir);
-        if (!weights) fail(weights.status().to_string());
-        executor = std::make_unique<engine::CpuExecutor>(*weights);
+    std::shared_ptr<const model::ModelWeights> weights;
+    if (!scripted) {
+        auto loaded = model::load_model(model_dir);
+        if (!loaded) fail(loaded.status().to_string());
+        weights = *loaded;
     }
-    auto engine = engine::Engine::create(ec, std::move(executor));
+    auto executor = engine::make_executor(f.engine, weights);
+    if (!executor) fail(executor.status().to_string());
+    auto engine = engine::Engine::create(ec, std::move(*executor));
     if (!engine) fail(engine.status().to_string());
     routes.set_engine(engine->get());
     std::printf("voltllm serve: ready: model %s, max-model-len %lld\n", rc.served_model_names[0].c_str(),
@@ -170,39 +158,35 @@ std::vector<std::string> normalize_args(int argc, char** argv) {
 void register_serve(CLI::App& app) {
     auto f = std::make_shared<ServeFlags>();
     CLI::App* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server");
-    cmd->add_option("model_tag", f->model_positional, "Model directory (default: the embedded default model)");
+    cmd->add_option("model_tag", f->model_positional,
+                    "Model directory (default: the embedded default model)");
     cmd->add_option("--model", f->model, "Model directory (same as the positional MODEL)");
     cmd->add_option("--host", f->host, "Address to listen on (0.0.0.0: every interface)")
         ->capture_default_str();
     cmd->add_option("--port", f->port, "Port (0: any free port, printed at start)")->capture_default_str();
     cmd->add_option("--served-model-name", f->served_model_names,
                     "Name(s) clients use (default: the model path)");
-    cmd->add_option("--max-model-len", f->max_model_len,
-                    "Context limit: tokens, 32k (x1000), 32K (x1024) or auto")
-        ->capture_default_str();
-    cmd->add_option("--max-num-seqs", f->max_num_seqs, "Sequences per engine step")->capture_default_str();
-    cmd->add_option("--max-num-batched-tokens", f->max_num_batched_tokens, "Tokens per engine step")
-        ->capture_default_str();
-    cmd->add_option("--block-size", f->block_size, "Tokens per KV block")->capture_default_str();
     cmd->add_option("--dtype", f->dtype, "auto, bfloat16, float16, float32")
         ->check(CLI::IsMember({"auto", "bfloat16", "float16", "float32", "half", "float"}))
         ->capture_default_str();
     cmd->add_option("--api-key", f->api_key,
                     "Require `Authorization: Bearer KEY` on every route but /health");
-    cmd->add_option("--max-queued-requests", f->max_queued_requests,
-                    "Requests waiting beyond --max-num-seqs; more get 503 with Retry-After")
-        ->capture_default_str();
-    cmd->add_option("--kv-cache-memory-bytes", f->kv_cache_memory_bytes, "KV cache budget (e.g. 4G, 512M)");
-    cmd->add_option("--swap-space", f->swap_space,
-                    "GiB of host swap for preemption (accepted, not used yet)");
-    cmd->add_option("--executor", f->executor, "cpu, or scripted (replays --script, for tests)")
-        ->check(CLI::IsMember({"cpu", "scripted"}))
-        ->capture_default_str();
-    cmd->add_option("--script", f->script,
-                    "Token-id script of the scripted executor (engine/scripted_executor.h)");
     cmd->add_option("--tokenizer", f->tokenizer, "tokenizer.json (default: the model's)");
-    cmd->add_option("--num-kv-blocks", f->num_kv_blocks,
-                    "Pin the KV pool to this many blocks per group (tests)");
+    // The engine's flags, as `voltllm generate` has them; serve admits --max-num-seqs running plus
+    // --max-queued-requests waiting (SGLang's name) and answers 503 + Retry-After beyond.
+    f->engine.config.max_queued_requests = 256;
+    engine::add_engine_flags(cmd, &f->engine);
+    // vLLM's human-readable counts: 32k = 32,000, 32K = 32,768, auto = 0 (the engine decides).
+    for (const char* name : {"--max-model-len", "--kv-cache-memory-bytes"}) {
+        cmd->get_option(name)->transform(CLI::Validator(
+            [name](std::string& value) {
+                auto n = server::parse_token_count(value, name);
+                if (!n.is_ok()) return n.status().message();
+                value = std::to_string(*n);
+                return std::string();
+            },
+            "N|Nk|NK|auto"));
+    }
     cmd->add_option("--max-request-body-bytes", f->max_request_body_bytes, "Larger bodies get 413")
         ->capture_default_str();
     cmd->add_option("--shutdown-timeout", f->shutdown_timeout,
