@@ -561,13 +561,7 @@ OpenAiRoutes::OpenAiRoutes(RoutesConfig config, HttpServer& server,
     server_.get(R"(/v1/models/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
         const std::string name = req.matches[1];
         if (!known_model(config_, name)) return server_.send_error(res, model_not_found(name));
-        json m = {{"id", name},
-                  {"object", "model"},
-                  {"created", 0},
-                  {"owned_by", "voltllm"},
-                  {"root", config_.model_root}};
-        if (engine::Engine* engine = engine_.load()) m["max_model_len"] = engine->max_model_len();
-        HttpServer::send_json(res, 200, m);
+        HttpServer::send_json(res, 200, model_json(name));
     });
     server_.get("/metrics", [this](const httplib::Request&, httplib::Response& res) { metrics(res); });
     server_.post("/v1/chat/completions",
@@ -579,19 +573,34 @@ OpenAiRoutes::OpenAiRoutes(RoutesConfig config, HttpServer& server,
                  [this](const httplib::Request& q, httplib::Response& r) { detokenize(q, r); });
 }
 
+nlohmann::json OpenAiRoutes::model_json(const std::string& name) const {
+    json m = {{"id", name},
+              {"object", "model"},
+              {"created", 0},
+              {"owned_by", "voltllm"},
+              {"root", config_.model_root}};
+    if (engine::Engine* engine = engine_.load()) m["max_model_len"] = engine->max_model_len();
+    return m;
+}
+
 void OpenAiRoutes::models(httplib::Response& res) {
-    engine::Engine* engine = engine_.load();
     json data = json::array();
-    for (const std::string& name : config_.served_model_names) {
-        json m = {{"id", name},
-                  {"object", "model"},
-                  {"created", 0},
-                  {"owned_by", "voltllm"},
-                  {"root", config_.model_root}};
-        if (engine) m["max_model_len"] = engine->max_model_len();
-        data.push_back(std::move(m));
-    }
+    for (const std::string& name : config_.served_model_names) data.push_back(model_json(name));
     HttpServer::send_json(res, 200, {{"object", "list"}, {"data", std::move(data)}});
+}
+
+std::variant<tokenizer::HarmonyPrompt, ApiError> OpenAiRoutes::render_chat(
+    const std::vector<ChatMessage>& messages, const std::optional<std::string>& effort,
+    const std::vector<tokenizer::ToolDescription>& tools,
+    const std::optional<std::string>& forced_function) const {
+    auto conv = build_conversation(messages, effort,
+                                   config_.current_date.empty() ? today_utc() : config_.current_date, tools);
+    if (auto* e = std::get_if<ApiError>(&conv)) return *e;
+    tokenizer::CompletionOptions options;
+    options.forced_function = forced_function;
+    auto prompt = encoding_->render_for_completion(std::get<tokenizer::HarmonyConversation>(conv), options);
+    if (!prompt.is_ok()) return api_error_from_status(prompt.status(), std::string("messages"));
+    return std::move(*prompt);
 }
 
 void OpenAiRoutes::metrics(httplib::Response& res) {
@@ -662,17 +671,11 @@ void OpenAiRoutes::chat(const httplib::Request& req, httplib::Response& res) {
     ChatRequest& r = std::get<ChatRequest>(parsed);
     if (!known_model(config_, r.model)) return server_.send_error(res, model_not_found(r.model));
 
-    auto conv =
-        build_conversation(r.messages, r.reasoning_effort,
-                           config_.current_date.empty() ? today_utc() : config_.current_date, r.tools);
-    if (auto* e = std::get_if<ApiError>(&conv)) return server_.send_error(res, *e);
-    tokenizer::CompletionOptions render;
-    render.forced_function = r.forced_function;
-    auto prompt = encoding_->render_for_completion(std::get<tokenizer::HarmonyConversation>(conv), render);
-    if (!prompt.is_ok())
-        return server_.send_error(res, api_error_from_status(prompt.status(), std::string("messages")));
-    std::vector<int32_t> ids = std::move(prompt->ids);
-    const std::vector<int32_t> parser_prefix = std::move(prompt->parser_prefix);
+    auto prompt = render_chat(r.messages, r.reasoning_effort, r.tools, r.forced_function);
+    if (auto* e = std::get_if<ApiError>(&prompt)) return server_.send_error(res, *e);
+    std::vector<int32_t> ids = std::move(std::get<tokenizer::HarmonyPrompt>(prompt).ids);
+    const std::vector<int32_t> parser_prefix =
+        std::move(std::get<tokenizer::HarmonyPrompt>(prompt).parser_prefix);
 
     const int64_t limit = engine->max_model_len();
     const int64_t n_prompt = static_cast<int64_t>(ids.size());
@@ -810,13 +813,9 @@ void OpenAiRoutes::tokenize(const httplib::Request& req, httplib::Response& res)
             return server_.send_error(res, api_error_from_status(enc.status(), std::string("prompt")));
         ids = std::move(*enc);
     } else {
-        auto conv = build_conversation(r.messages, r.reasoning_effort,
-                                       config_.current_date.empty() ? today_utc() : config_.current_date, {});
-        if (auto* e = std::get_if<ApiError>(&conv)) return server_.send_error(res, *e);
-        auto prompt = encoding_->render_for_completion(std::get<tokenizer::HarmonyConversation>(conv));
-        if (!prompt.is_ok())
-            return server_.send_error(res, api_error_from_status(prompt.status(), std::string("messages")));
-        ids = std::move(prompt->ids);
+        auto prompt = render_chat(r.messages, r.reasoning_effort, {}, std::nullopt);
+        if (auto* e = std::get_if<ApiError>(&prompt)) return server_.send_error(res, *e);
+        ids = std::move(std::get<tokenizer::HarmonyPrompt>(prompt).ids);
     }
     json out = {{"count", ids.size()}, {"tokens", ids}};
     if (engine::Engine* engine = engine_.load()) out["max_model_len"] = engine->max_model_len();

@@ -58,6 +58,12 @@ class OpenAiRoutes {
     void tokenize(const httplib::Request& req, httplib::Response& res);
     void detokenize(const httplib::Request& req, httplib::Response& res);
     void models(httplib::Response& res);
+    nlohmann::json model_json(const std::string& name) const;
+    // build_conversation + the harmony render of the generation prompt (a forced call's header included).
+    std::variant<tokenizer::HarmonyPrompt, ApiError> render_chat(
+        const std::vector<ChatMessage>& messages, const std::optional<std::string>& effort,
+        const std::vector<tokenizer::ToolDescription>& tools,
+        const std::optional<std::string>& forced_function) const;
     void metrics(httplib::Response& res);
 
     RoutesConfig config_;
