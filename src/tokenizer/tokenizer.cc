@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -213,6 +214,11 @@ Status Tokenizer::load(std::string_view json_text, const std::string& src) {
         added_first_byte_[1][first] = true;
         if (!added_[i].special) added_first_byte_[0][first] = true;
     }
+    for (int b = 0; b < 256; ++b) {
+        if (!added_first_byte_[1][b]) continue;
+        single_first_byte_ = single_first_byte_ == -1 ? b : -2;
+    }
+    if (single_first_byte_ == -2) single_first_byte_ = -1;
     return Status::ok();
 }
 
@@ -224,17 +230,48 @@ const Tokenizer::AddedToken* Tokenizer::match_added(std::string_view text, Speci
     return nullptr;
 }
 
+namespace {
+
+// The last stage: BPE on each piece.
+struct BpeSink final : PieceSink {
+    const BpeModel* bpe;
+    std::vector<int32_t>* out;
+    EncodeStats* stats;
+    BpeSink(const BpeModel* b, std::vector<int32_t>* o, EncodeStats* s) : bpe(b), out(o), stats(s) {}
+    void operator()(std::string_view piece) override { bpe->encode_piece(piece, out, stats); }
+};
+
+// A middle stage: splits each piece again with the next pre-tokenizer.
+struct SplitSink final : PieceSink {
+    const RegexSplitter* splitter;
+    PieceSink* next;
+    EncodeStats* stats;
+    Status status;
+    SplitSink(const RegexSplitter* r, PieceSink* n, EncodeStats* s) : splitter(r), next(n), stats(s) {}
+    void operator()(std::string_view piece) override {
+        if (status.is_ok()) status = splitter->split(piece, *next, stats);
+    }
+};
+
+}  // namespace
+
 Status Tokenizer::encode_ordinary(std::string_view text, std::vector<int32_t>* out,
                                   EncodeStats* stats) const {
     if (text.empty()) return Status::ok();
-    std::vector<std::string_view> pieces{text};
-    std::vector<std::string_view> next;
-    for (const auto& splitter : splitters_) {
-        next.clear();
-        for (std::string_view p : pieces) VOLT_RETURN_IF_ERROR(splitter->split(p, &next, stats));
-        pieces.swap(next);
+    BpeSink bpe(bpe_.get(), out, stats);
+    if (splitters_.empty()) {
+        bpe(text);
+        return Status::ok();
     }
-    for (std::string_view p : pieces) bpe_->encode_piece(p, out, stats);
+    // Pieces stream through the stages; nothing the size of the text is materialised.
+    std::vector<std::unique_ptr<SplitSink>> stages;
+    PieceSink* next = &bpe;
+    for (size_t i = splitters_.size(); i-- > 1;) {
+        stages.push_back(std::make_unique<SplitSink>(splitters_[i].get(), next, stats));
+        next = stages.back().get();
+    }
+    VOLT_RETURN_IF_ERROR(splitters_[0]->split(text, *next, stats));
+    for (const auto& stage : stages) VOLT_RETURN_IF_ERROR(stage->status);
     return Status::ok();
 }
 
@@ -256,7 +293,13 @@ Result<std::vector<int32_t>> Tokenizer::encode_with_stats(std::string_view text,
     size_t segment = 0;
     for (size_t i = 0; i < text.size();) {
         if (!may_start[static_cast<uint8_t>(text[i])]) {
-            ++i;
+            // Jump to the next candidate byte (gpt-oss: every added token starts with '<').
+            if (single_first_byte_ >= 0) {
+                const void* next = std::memchr(text.data() + i + 1, single_first_byte_, text.size() - i - 1);
+                i = next ? static_cast<size_t>(static_cast<const char*>(next) - text.data()) : text.size();
+            } else {
+                ++i;
+            }
             continue;
         }
         const AddedToken* t = match_added(text.substr(i), mode);

@@ -84,6 +84,7 @@ class Tokenizer {
     std::unordered_map<std::string, int32_t> added_by_content_;
     std::unordered_map<int32_t, size_t> added_by_id_;  // id -> index in added_
     bool added_first_byte_[2][256] = {};  // [recognise special?][byte]: may an added token start here
+    int single_first_byte_ = -1;          // the one byte every added token starts with, or -1
     int32_t vocab_size_ = 0;
 };
 

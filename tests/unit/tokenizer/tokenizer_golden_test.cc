@@ -75,16 +75,21 @@ TEST_F(Golden, EncodeBothModes) {
     }
 }
 
+// Both engines: the ASCII matcher (with hand-over) and Oniguruma alone.
 TEST_F(Golden, PreTokenizerPieces) {
-    auto splitter = RegexSplitter::create(*pattern_);
-    ASSERT_TRUE(splitter.is_ok());
-    for (const auto& c : (*golden_)["cases"]) {
-        std::string text = c["text"].get<std::string>();
-        std::vector<std::string_view> pieces;
-        ASSERT_TRUE((*splitter)->split(text, &pieces, nullptr).is_ok());
-        std::vector<std::string> spelled;
-        for (auto p : pieces) spelled.push_back(bytes_to_byte_level(p));
-        EXPECT_EQ(spelled, c["pieces"].get<std::vector<std::string>>()) << json(text).dump();
+    for (bool fast : {true, false}) {
+        auto splitter = RegexSplitter::create(*pattern_, fast);
+        ASSERT_TRUE(splitter.is_ok());
+        EXPECT_EQ((*splitter)->has_fast_path(), fast);
+        for (const auto& c : (*golden_)["cases"]) {
+            std::string text = c["text"].get<std::string>();
+            std::vector<std::string_view> pieces;
+            ASSERT_TRUE((*splitter)->split(text, &pieces, nullptr).is_ok());
+            std::vector<std::string> spelled;
+            for (auto p : pieces) spelled.push_back(bytes_to_byte_level(p));
+            EXPECT_EQ(spelled, c["pieces"].get<std::vector<std::string>>())
+                << json(text).dump() << " fast " << fast;
+        }
     }
 }
 
