@@ -4,8 +4,10 @@
 // (command in tests/data/README.md).
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "tokenizer/byte_level.h"
 #include "tokenizer/pretokenizer.h"
@@ -73,6 +75,27 @@ TEST_F(Golden, EncodeBothModes) {
         EXPECT_EQ(*ids, c["ids"].get<Ids>()) << "kRecognise: " << json(text).dump();
         EXPECT_EQ(*plain, c["ids_no_special"].get<Ids>()) << "kIgnore: " << json(text).dump();
     }
+}
+
+// encode is const and shared across server threads: eight threads at once give the same ids.
+TEST_F(Golden, ConcurrentEncodeMatches) {
+    const json& cases = (*golden_)["cases"];
+    std::atomic<int> mismatches{0};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 8; ++t) {
+        threads.emplace_back([&, t] {
+            for (int round = 0; round < 5; ++round) {
+                for (size_t i = t % 3; i < cases.size(); ++i) {
+                    auto ids = tok().encode(cases[i]["text"].get<std::string>(),
+                                            i % 2 ? SpecialTokens::kIgnore : SpecialTokens::kRecognise);
+                    const json& want = cases[i][i % 2 ? "ids_no_special" : "ids"];
+                    if (!ids.is_ok() || *ids != want.get<Ids>()) ++mismatches;
+                }
+            }
+        });
+    }
+    for (auto& th : threads) th.join();
+    EXPECT_EQ(mismatches.load(), 0);
 }
 
 // Both engines: the ASCII matcher (with hand-over) and Oniguruma alone.
