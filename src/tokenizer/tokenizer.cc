@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "tokenizer/byte_level.h"
+#include "tokenizer/tokenizer_json.h"
 
 namespace volt::tokenizer {
 
@@ -45,9 +46,9 @@ Result<std::shared_ptr<const Tokenizer>> Tokenizer::from_json(std::string_view j
 }
 
 Status Tokenizer::load(std::string_view json_text, const std::string& src) {
-    json j = json::parse(json_text, nullptr, /*allow_exceptions=*/false);
-    if (j.is_discarded() || !j.is_object())
-        return data_loss(src + ": not a JSON object (malformed tokenizer.json)");
+    VOLT_ASSIGN_OR_RETURN(TokenizerJson parsed, parse_tokenizer_json(json_text, src));
+    const json& j = parsed.rest;
+    if (!j.is_object()) return data_loss(src + ": not a JSON object (malformed tokenizer.json)");
 
     if (find_field(j, "normalizer"))
         return unimplemented(src + ": 'normalizer' is not supported (must be null)");
@@ -115,51 +116,37 @@ Status Tokenizer::load(std::string_view json_text, const std::string& src) {
             ": model.dropout, continuing_subword_prefix, end_of_word_suffix and byte_fallback "
             "are not supported");
     }
-    const json* vocab = find_field(*model, "vocab");
-    const json* merges = find_field(*model, "merges");
-    if (!vocab || !vocab->is_object()) return data_loss(src + ": model.vocab must be an object");
-    if (!merges || !merges->is_array()) return data_loss(src + ": model.merges must be a list");
+    if (!parsed.has_vocab) return data_loss(src + ": model.vocab must be an object");
+    if (!parsed.has_merges) return data_loss(src + ": model.merges must be a list");
 
     std::vector<std::string> id_bytes;
     std::unordered_map<std::string, int32_t> spelling_to_id;  // only while loading the merges
-    spelling_to_id.reserve(vocab->size());
-    for (const auto& [spelling, idj] : vocab->items()) {
-        if (!idj.is_number_integer() || idj.get<int64_t>() < 0 || idj.get<int64_t>() > INT32_MAX - 1) {
+    spelling_to_id.reserve(parsed.vocab.size());
+    for (auto& [spelling, id64] : parsed.vocab) {
+        if (id64 < 0 || id64 > INT32_MAX - 1) {
             return data_loss(src + ": model.vocab['" + spelling + "'] must be a non-negative integer id");
         }
-        auto id = static_cast<int32_t>(idj.get<int64_t>());
+        auto id = static_cast<int32_t>(id64);
         if (static_cast<size_t>(id) >= id_bytes.size()) id_bytes.resize(id + 1);
         if (!id_bytes[id].empty())
             return data_loss(src + ": model.vocab uses id " + std::to_string(id) + " twice");
         id_bytes[id] = byte_level_to_bytes(spelling);
         if (id_bytes[id].empty()) return data_loss(src + ": model.vocab has an empty token");
-        spelling_to_id.emplace(spelling, id);
+        spelling_to_id.emplace(std::move(spelling), id);
     }
+    parsed.vocab = {};
     std::vector<std::pair<int32_t, int32_t>> merge_ids;
-    merge_ids.reserve(merges->size());
-    for (size_t i = 0; i < merges->size(); ++i) {
-        const json& m = (*merges)[i];
-        std::string a, b;
-        if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
-            a = m[0].get<std::string>();
-            b = m[1].get<std::string>();
-        } else if (m.is_string()) {
-            std::string s = m.get<std::string>();
-            size_t sp = s.find(' ');
-            if (sp == std::string::npos)
-                return data_loss(src + ": model.merges[" + std::to_string(i) + "] is not 'a b'");
-            a = s.substr(0, sp);
-            b = s.substr(sp + 1);
-        } else {
-            return data_loss(src + ": model.merges[" + std::to_string(i) + "] must be a pair of strings");
-        }
-        auto ia = spelling_to_id.find(a), ib = spelling_to_id.find(b);
+    merge_ids.reserve(parsed.merges.size());
+    for (size_t i = 0; i < parsed.merges.size(); ++i) {
+        auto ia = spelling_to_id.find(parsed.merges[i].first),
+             ib = spelling_to_id.find(parsed.merges[i].second);
         if (ia == spelling_to_id.end() || ib == spelling_to_id.end()) {
             return data_loss(src + ": model.merges[" + std::to_string(i) +
                              "] uses a token not in model.vocab");
         }
         merge_ids.emplace_back(ia->second, ib->second);
     }
+    parsed.merges = {};
     spelling_to_id = {};
     vocab_size_ = static_cast<int32_t>(id_bytes.size());
     VOLT_ASSIGN_OR_RETURN(bpe_, BpeModel::create(std::move(id_bytes), merge_ids,

@@ -75,7 +75,7 @@ class Tokenizer {
     Status load(std::string_view json_text, const std::string& source);
     // Encodes text that holds no added token to recognise: pre-tokenizer, then BPE per piece.
     Status encode_ordinary(std::string_view text, std::vector<int32_t>* out, EncodeStats* stats) const;
-    // Length of the longest added token that starts at text[0] and is recognised in `mode`; 0 if none.
+    // The longest added token that starts at text[0] and is recognised in `mode`; nullptr if none.
     const AddedToken* match_added(std::string_view text, SpecialTokens mode) const;
 
     std::unique_ptr<BpeModel> bpe_;
