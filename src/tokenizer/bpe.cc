@@ -1,4 +1,5 @@
-// BPE merge loop and its hash tables; see bpe.h.
+// BPE merge loops (linear scan for short pieces, heap for long ones) and the open-addressing tables of
+// tokens and merges; see bpe.h.
 #include "tokenizer/bpe.h"
 
 #include <algorithm>

@@ -1,4 +1,5 @@
-// Oniguruma-backed regex splitting; see pretokenizer.h.
+// Regex splitting: Oniguruma search loop, and the o200k ASCII matcher (fast_match) whose alternatives
+// mirror the pattern's in order; see pretokenizer.h.
 #include "tokenizer/pretokenizer.h"
 
 #include <oniguruma.h>

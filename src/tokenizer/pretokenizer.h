@@ -1,9 +1,8 @@
-// Pre-tokenizer: splits text into pieces with a regex (Hugging Face `Split` with behaviour `Isolated`),
-// through Oniguruma, the engine Hugging Face `tokenizers` uses, so Unicode classes (\p{L}, \s ...) match
-// exactly as there. Matches and the gaps between them both become pieces; a piece never crosses the
-// end of the text it is given. Input must be valid UTF-8. For the o200k pattern (gpt-oss) a hand-written
-// matcher handles positions whose decision only involves ASCII and hands every other position to
-// Oniguruma; both give the same pieces (tests/unit/tokenizer/tokenizer_pretokenizer_test.cc).
+// Pre-tokenizer: HF `Split` (behaviour `Isolated`) through Oniguruma, the engine HF `tokenizers` uses, so
+// \p{L}, \s ... match exactly as there; matches and gaps both become pieces, never crossing the text's end.
+// Input must be valid UTF-8. For the o200k pattern (gpt-oss) a hand-written matcher decides positions
+// that involve only ASCII and hands the rest to Oniguruma; both give the same pieces
+// (tests/unit/tokenizer/tokenizer_pretokenizer_test.cc fuzzes one against the other).
 #pragma once
 
 #include <cstddef>

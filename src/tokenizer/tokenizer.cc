@@ -1,4 +1,5 @@
-// Loading tokenizer.json and the encode/decode entry points; see tokenizer.h.
+// Loading tokenizer.json (checks every supported field, refuses the rest with kUnimplemented) and the
+// encode/decode entry points; see tokenizer.h.
 #include "tokenizer/tokenizer.h"
 
 #include <algorithm>

@@ -1,4 +1,5 @@
-// Streaming tokenizer.json reader; see tokenizer_json.h.
+// Streaming tokenizer.json reader: a SAX handler that builds a tree except under model.vocab and
+// model.merges; see tokenizer_json.h.
 #include "tokenizer/tokenizer_json.h"
 
 namespace volt::tokenizer {
