@@ -1,0 +1,45 @@
+// Resolving `--model` to a checkpoint directory, offline: an existing directory is itself; `org/name` is
+// looked up in the Hugging Face hub cache (models--org--name/snapshots/<rev>/, rev from refs/<revision>);
+// and the weight files of a checkpoint come from its model.safetensors.index.json, so the `original/`
+// and `metal/` copies that gpt-oss repositories ship are never read. Test: tests/unit/ops/model_path_test.cc.
+// Cache layout: huggingface_hub's file_download.py (`models--{org}--{name}`, refs/, snapshots/).
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+
+namespace volt::io {
+
+struct ModelPathOptions {
+    std::string revision =
+        "main";                // --revision: a ref name under refs/, or a snapshot (commit) directory name
+    std::string download_dir;  // --download-dir: searched first, as a hub cache root ("" = none)
+    // The environment, so tests need not touch the process's: HF_HUB_CACHE, HF_HOME, XDG_CACHE_HOME, HOME.
+    // Empty values count as unset. Fill it with model_path_environment().
+    std::map<std::string, std::string> env;
+};
+
+// HF_HUB_CACHE, HF_HOME, XDG_CACHE_HOME and HOME from the process environment.
+std::map<std::string, std::string> model_path_environment();
+
+// The hub cache roots searched, in order: download_dir (when given), then huggingface_hub's own:
+// $HF_HUB_CACHE, else $HF_HOME/hub, else $XDG_CACHE_HOME/huggingface/hub, else $HOME/.cache/huggingface/hub.
+std::vector<std::string> hub_cache_roots(const ModelPathOptions& options);
+
+// An existing directory `model` -> its absolute path. Else, when `model` looks like `org/name`, the
+// snapshot directory in the first cache root that has it: snapshots/<sha of refs/<revision>>, else
+// snapshots/<revision> itself, else (revision "main" with no refs/main) the only snapshot, or the most
+// recently modified one. kNotFound lists every directory looked at; kInvalidArgument when `model` is
+// neither an existing directory nor of the form org/name.
+Result<std::string> resolve_model_path(const std::string& model, const ModelPathOptions& options);
+
+// The safetensors files of a checkpoint directory, sorted, as absolute paths: the distinct values of
+// model.safetensors.index.json's weight_map when that file exists (kDataLoss naming it when it is not valid
+// JSON or has no weight_map; kNotFound naming a listed file that is missing), else every *.safetensors
+// directly in `dir` (never in subdirectories). kNotFound when there are none.
+Result<std::vector<std::string>> checkpoint_weight_files(const std::string& dir);
+
+}  // namespace volt::io
