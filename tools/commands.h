@@ -5,3 +5,7 @@
 #include <CLI/CLI.hpp>
 
 namespace volt::tools {}  // namespace volt::tools
+
+namespace volt::tools {
+void register_bench(CLI::App& app);  // `voltllm bench serve` (cmd_bench.cc)
+}  // namespace volt::tools
