@@ -3,9 +3,18 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
-
-namespace volt::tools {}  // namespace volt::tools
+#include <cstdint>
+#include <string>
+#include <vector>
 
 namespace volt::tools {
-void register_bench(CLI::App& app);  // `voltllm bench serve` (cmd_bench.cc)
+
+void register_logits(CLI::App& app);
+
+// "1,2,3" -> {1, 2, 3}; throws CLI::ValidationError on anything else.
+std::vector<int32_t> parse_id_list(const std::string& s);
+void register_make_model(CLI::App& app);  // cmd_make_model.cc
+void register_convert(CLI::App& app);     // cmd_convert.cc
+void register_bench(CLI::App& app);       // cmd_bench.cc: `voltllm bench serve`
+
 }  // namespace volt::tools

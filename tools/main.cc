@@ -7,10 +7,14 @@
 int main(int argc, char** argv) {
     CLI::App app{"voltllm: GPT-OSS inference for every NVIDIA GPU from Volta on, and the CPU"};
     app.require_subcommand(1);
-    volt::tools::register_bench(app);
     std::string log_level = "info";
     app.add_option("--log-level", log_level, "trace, debug, info, warning, error")->capture_default_str();
     app.set_version_flag("--version", "voltllm 0.1.0");
+    volt::tools::register_logits(app);
+    app.parse_complete_callback([&] { volt::init_logging(log_level); });
+    volt::tools::register_make_model(app);
+    volt::tools::register_convert(app);
+    volt::tools::register_bench(app);
     CLI11_PARSE(app, argc, argv);
     return 0;
 }
