@@ -67,6 +67,9 @@ class Histogram {
 
 enum class MetricType { kCounter, kGauge, kHistogram };
 
+// The Content-Type of GET /metrics.
+inline constexpr std::string_view kPrometheusContentType = "text/plain; version=0.0.4; charset=utf-8";
+
 // A named set of metrics. Families render in registration order, series in creation order. Series are
 // created up front (so a dashboard sees zeros before the first request) and their references stay valid
 // for the registry's lifetime; recording on them is thread-safe.
