@@ -317,6 +317,19 @@ Result<VllmCommandLine> parse_vllm_command_line(const std::vector<std::string>& 
     return cl;
 }
 
+Result<OpsSettings> ops_settings(const VllmCommandLine& cl) {
+    OpsSettings o;
+    if (cl.find("--disable-log-stats") != nullptr) o.log_stats = false;
+    if (const ParsedFlag* f = cl.find("--enable-log-requests")) o.log_requests = !f->negated;
+    if (const ParsedFlag* f = cl.find("--max-log-len")) {
+        VOLT_ASSIGN_OR_RETURN(o.max_log_len, parse_human_int(f->values.front(), "--max-log-len", false));
+    }
+    if (const ParsedFlag* f = cl.find("--served-model-name")) o.served_model_names = f->values;
+    if (const ParsedFlag* f = cl.find("--revision")) o.revision = f->values.front();
+    if (const ParsedFlag* f = cl.find("--download-dir")) o.download_dir = f->values.front();
+    return o;
+}
+
 Result<int64_t> parse_human_int(std::string_view text, std::string_view flag, bool allow_auto) {
     auto bad = [&](std::string_view why) {
         return invalid_argument(std::string(flag) + ": '" + std::string(text) + "' " + std::string(why) +

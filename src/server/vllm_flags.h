@@ -93,6 +93,20 @@ struct VllmCommandLine {
 // process serves the whole model as one replica (docs/flags.md says why).
 Result<VllmCommandLine> parse_vllm_command_line(const std::vector<std::string>& args);
 
+// The flags this module's pieces honour, read from a checked command line: the periodic stats line
+// (--disable-log-stats), request logging (--enable-log-requests / --no-enable-log-requests, --max-log-len),
+// served names (--served-model-name) and model resolution (--revision, --download-dir).
+struct OpsSettings {
+    bool log_stats = true;      // create a PeriodicStatsLogger
+    bool log_requests = false;  // log format_request_received / format_request_finished lines
+    int64_t max_log_len = -1;   // -1: whole prompts
+    std::vector<std::string> served_model_names;  // empty: derive with served_model_names()
+    std::string revision = "main";
+    std::string download_dir;
+};
+// kInvalidArgument when --max-log-len is not a non-negative integer.
+Result<OpsSettings> ops_settings(const VllmCommandLine& cl);
+
 // vLLM's human_readable_int: "4096"; "32k" = 32,000, "25.6k" = 25,600 (k/m/g/t: powers of 1000, decimals
 // allowed, the product truncated to an integer, computed exactly in decimal); "32K" = 32,768 (K/M/G/T:
 // powers of 1024, integers only). With `allow_auto`, "auto" (any case) and "-1" give kAutoValue

@@ -269,6 +269,36 @@ TEST(VllmFlags, HumanReadableInts) {
               "integer, 25.6k / 32k (x1000), 32K (x1024), auto or -1)");
 }
 
+TEST(VllmFlags, OpsSettingsFollowTheFlags) {
+    auto defaults = ops_settings(*parse_vllm_command_line(split("m")));
+    ASSERT_TRUE(defaults.is_ok());
+    EXPECT_TRUE(defaults->log_stats);      // the stats line is on by default (vLLM)
+    EXPECT_FALSE(defaults->log_requests);  // request logging is off by default (vLLM >= PR #21739)
+    EXPECT_EQ(defaults->max_log_len, -1);
+    EXPECT_EQ(defaults->revision, "main");
+
+    // The article's log flags: stats off; the removed --disable-log-requests changes nothing.
+    auto article =
+        ops_settings(*parse_vllm_command_line(split("--model m --disable-log-stats --disable-log-requests")));
+    EXPECT_FALSE(article->log_stats);
+    EXPECT_FALSE(article->log_requests);
+
+    auto on = ops_settings(
+        *parse_vllm_command_line(split("m --enable-log-requests --max-log-len 100 --served-model-name a b "
+                                       "--revision v2 --download-dir /d")));
+    ASSERT_TRUE(on.is_ok());
+    EXPECT_TRUE(on->log_requests);
+    EXPECT_EQ(on->max_log_len, 100);
+    EXPECT_EQ(on->served_model_names, (std::vector<std::string>{"a", "b"}));
+    EXPECT_EQ(on->revision, "v2");
+    EXPECT_EQ(on->download_dir, "/d");
+    EXPECT_FALSE(
+        ops_settings(*parse_vllm_command_line(split("m --enable-log-requests --no-enable-log-requests")))
+            ->log_requests);
+    EXPECT_EQ(ops_settings(*parse_vllm_command_line(split("m --max-log-len lots"))).status().code(),
+              StatusCode::kInvalidArgument);
+}
+
 TEST(ServedModelNames, WatchdogBasenameIsAccepted) {
     // The article's watchdog sends {"model": "gpt-oss-120b"}: the basename of the --model directory.
     ServedModelNames n = served_model_names("./gpt-oss-120b/", {});
