@@ -1,4 +1,4 @@
-// Offline model resolution in the Hugging Face cache and checkpoint weight-file listing; see model_path.h.
+// Offline model resolution in the Hugging Face cache; see model_path.h.
 #include "io/model_path.h"
 
 #include <algorithm>
@@ -6,8 +6,6 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <set>
-#include <sstream>
 
 namespace volt::io {
 namespace fs = std::filesystem;
@@ -111,37 +109,6 @@ Result<std::string> resolve_model_path(const std::string& model, const ModelPath
     msg += "\nnothing is downloaded: fetch it first (huggingface-cli download " + model +
            ") or pass the checkpoint directory";
     return not_found(msg);
-}
-
-Result<std::vector<std::string>> checkpoint_weight_files(const std::string& dir) {
-    const fs::path root = fs::absolute(dir);
-    const fs::path index = root / "model.safetensors.index.json";
-    std::set<std::string> files;
-    std::error_code ec;
-    if (fs::is_regular_file(index, ec)) {
-        std::ifstream in(index);
-        nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-        if (j.is_discarded() || !j.is_object()) return data_loss(index.string() + ": not valid JSON");
-        auto wm = j.find("weight_map");
-        if (wm == j.end() || !wm->is_object()) return data_loss(index.string() + ": no weight_map object");
-        for (const auto& [tensor, file] : wm->items()) {
-            if (!file.is_string())
-                return data_loss(index.string() + ": weight_map[" + tensor + "] is not a string");
-            fs::path p = root / file.get<std::string>();
-            if (!fs::is_regular_file(p, ec)) {
-                return not_found(p.string() + " (listed in " + index.string() + " for " + tensor +
-                                 ") is missing");
-            }
-            files.insert(p.string());
-        }
-    } else {
-        for (const auto& e : fs::directory_iterator(root, ec)) {
-            if (e.is_regular_file() && e.path().extension() == ".safetensors")
-                files.insert(e.path().string());
-        }
-    }
-    if (files.empty()) return not_found("no *.safetensors in " + root.string());
-    return std::vector<std::string>(files.begin(), files.end());
 }
 
 }  // namespace volt::io

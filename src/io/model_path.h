@@ -1,8 +1,8 @@
 // Resolving `--model` to a checkpoint directory, offline: an existing directory is itself; `org/name` is
-// looked up in the Hugging Face hub cache (models--org--name/snapshots/<rev>/, rev from refs/<revision>);
-// and the weight files of a checkpoint come from its model.safetensors.index.json, so the `original/`
-// and `metal/` copies that gpt-oss repositories ship are never read. Test: tests/unit/ops/model_path_test.cc.
-// Cache layout: huggingface_hub's file_download.py (`models--{org}--{name}`, refs/, snapshots/).
+// looked up in the Hugging Face hub cache (models--org--name/snapshots/<rev>/, rev from refs/<revision>).
+// The directory is then opened by io::SafetensorsCheckpoint, which reads the shards its
+// model.safetensors.index.json names, so the `original/` and `metal/` copies of the gpt-oss repositories are
+// never read. Test: tests/unit/ops/model_path_test.cc. Cache layout: huggingface_hub's file_download.py.
 #pragma once
 
 #include <map>
@@ -35,11 +35,5 @@ std::vector<std::string> hub_cache_roots(const ModelPathOptions& options);
 // recently modified one. kNotFound lists every directory looked at; kInvalidArgument when `model` is
 // neither an existing directory nor of the form org/name.
 Result<std::string> resolve_model_path(const std::string& model, const ModelPathOptions& options);
-
-// The safetensors files of a checkpoint directory, sorted, as absolute paths: the distinct values of
-// model.safetensors.index.json's weight_map when that file exists (kDataLoss naming it when it is not valid
-// JSON or has no weight_map; kNotFound naming a listed file that is missing), else every *.safetensors
-// directly in `dir` (never in subdirectories). kNotFound when there are none.
-Result<std::vector<std::string>> checkpoint_weight_files(const std::string& dir);
 
 }  // namespace volt::io

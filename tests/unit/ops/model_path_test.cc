@@ -1,6 +1,6 @@
 // Tests of offline model resolution (src/io/model_path.h) over fake Hugging Face cache trees built in a temp
-// directory, laid out as huggingface_hub writes them (models--org--name/{refs/main,snapshots/<sha>/}), and of
-// the checkpoint weight-file listing (index.json wins; original/ and metal/ are never listed).
+// directory, laid out as huggingface_hub writes them (models--org--name/{refs/main,snapshots/<sha>/}), and a
+// resolved snapshot opened through its index (original/ and metal/ never read).
 #include "io/model_path.h"
 
 #include <gtest/gtest.h>
@@ -8,6 +8,9 @@
 #include <filesystem>
 #include <fstream>
 #include <thread>
+
+#include "io/safetensors.h"
+#include "io/safetensors_writer.h"
 
 namespace volt::io {
 namespace {
@@ -136,47 +139,32 @@ TEST_F(ModelPathTest, BrokenRefIsReported) {
     EXPECT_NE(r.status().message().find((repo / "snapshots" / "zzz").string()), std::string::npos);
 }
 
-// gpt-oss repositories ship original/ (the reference checkpoint) and metal/ next to the HF safetensors.
-TEST_F(ModelPathTest, WeightFilesComeFromTheIndex) {
-    fs::path d = root_ / "ckpt";
-    write(d / "model-00000-of-00002.safetensors", "x");
-    write(d / "model-00001-of-00002.safetensors", "x");
-    write(d / "original" / "model.safetensors", "x");
-    write(d / "metal" / "model.bin", "x");
-    write(d / "model.safetensors.index.json",
-          R"({"metadata": {}, "weight_map": {"a": "model-00001-of-00002.safetensors",
-              "b": "model-00000-of-00002.safetensors", "c": "model-00001-of-00002.safetensors"}})");
-    auto r = checkpoint_weight_files(d.string());
-    ASSERT_TRUE(r.is_ok()) << r.status().to_string();
-    EXPECT_EQ(*r, (std::vector<std::string>{(d / "model-00000-of-00002.safetensors").string(),
-                                            (d / "model-00001-of-00002.safetensors").string()}));
-}
+// gpt-oss repositories ship original/ (the reference checkpoint) and metal/ next to the HF safetensors. A
+// resolved snapshot opened by SafetensorsCheckpoint reads only the shards of the index: original/ repeats a
+// tensor name, which would be a kDataLoss "found in two files" if it were read.
+TEST_F(ModelPathTest, ResolvedSnapshotLoadsThroughTheIndex) {
+    fs::path repo = make_repo(root_ / "hub", "openai/gpt-oss-20b", {"abc"}, "abc");
+    fs::path snap = repo / "snapshots" / "abc";
+    const float a[2] = {1, 2}, b[3] = {3, 4, 5};
+    ASSERT_TRUE(write_sharded_safetensors(
+                    snap.string(), {{"model.a", DType::kF32, {2}, a}, {"model.b", DType::kF32, {3}, b}}, 8)
+                    .is_ok());
+    fs::create_directories(snap / "original");
+    ASSERT_TRUE(write_safetensors((snap / "original" / "model.safetensors").string(),
+                                  {{"model.a", DType::kF32, {2}, a}})
+                    .is_ok());
+    write(snap / "metal" / "model.bin", "not safetensors");
 
-TEST_F(ModelPathTest, WeightFilesWithoutIndexStayAtTopLevel) {
-    fs::path d = root_ / "ckpt";
-    write(d / "model.safetensors", "x");
-    write(d / "original" / "model.safetensors", "x");
-    auto r = checkpoint_weight_files(d.string());
-    ASSERT_TRUE(r.is_ok());
-    EXPECT_EQ(*r, std::vector<std::string>{(d / "model.safetensors").string()});
-
-    fs::create_directories(root_ / "empty" / "original");
-    write(root_ / "empty" / "original" / "model.safetensors", "x");
-    EXPECT_EQ(checkpoint_weight_files((root_ / "empty").string()).status().code(), StatusCode::kNotFound);
-}
-
-TEST_F(ModelPathTest, BadIndexIsDataLossNamingTheFile) {
-    fs::path d = root_ / "ckpt";
-    write(d / "model.safetensors.index.json", "{not json");
-    auto r = checkpoint_weight_files(d.string());
-    ASSERT_FALSE(r.is_ok());
-    EXPECT_EQ(r.status().code(), StatusCode::kDataLoss);
-    EXPECT_NE(r.status().message().find("model.safetensors.index.json"), std::string::npos);
-
-    write(d / "model.safetensors.index.json", R"({"weight_map": {"a": "gone.safetensors"}})");
-    auto missing = checkpoint_weight_files(d.string());
-    EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
-    EXPECT_NE(missing.status().message().find("gone.safetensors"), std::string::npos);
+    ModelPathOptions o;
+    o.env = {{"HF_HUB_CACHE", (root_ / "hub").string()}};
+    auto dir = resolve_model_path("openai/gpt-oss-20b", o);
+    ASSERT_TRUE(dir.is_ok()) << dir.status().to_string();
+    auto ckpt = SafetensorsCheckpoint::open(*dir);
+    ASSERT_TRUE(ckpt.is_ok()) << ckpt.status().to_string();
+    EXPECT_EQ((*ckpt)->files().size(), 2u);
+    for (const auto& f : (*ckpt)->files())
+        EXPECT_EQ(f->path().find("original"), std::string::npos) << f->path();
+    EXPECT_EQ((*ckpt)->tensor_names(), (std::vector<std::string>{"model.a", "model.b"}));
 }
 
 }  // namespace
