@@ -244,7 +244,8 @@ const ParsedFlag* VllmCommandLine::find(std::string_view name) const {
     return nullptr;
 }
 
-Result<VllmCommandLine> parse_vllm_command_line(const std::vector<std::string>& args) {
+Result<VllmCommandLine> parse_vllm_command_line(const std::vector<std::string>& args,
+                                                const std::vector<std::string_view>& wired) {
     VllmCommandLine cl;
     std::optional<std::string> positional;
     for (size_t i = 0; i < args.size(); ++i) {
@@ -304,10 +305,14 @@ Result<VllmCommandLine> parse_vllm_command_line(const std::vector<std::string>& 
     for (const ParsedFlag& pf : cl.flags) {
         bool notice_only = pf.flag->status == FlagStatus::kAcceptedWithNotice ||
                            (replica_per_process && pf.flag->name == "--pipeline-parallel-size");
-        if (notice_only) {
+        const bool unwired =
+            !wired.empty() && std::find(wired.begin(), wired.end(), pf.flag->name) == wired.end();
+        if (notice_only || unwired) {
             std::string line(pf.flag->name);
             for (const std::string& v : pf.values) line += " " + v;
-            if (pf.flag->name == "--pipeline-parallel-size") {
+            if (!notice_only) {
+                line += ": not wired in this build yet; ignored";
+            } else if (pf.flag->name == "--pipeline-parallel-size") {
                 line += ": ignored with --pipeline-parallel-rank (one replica per process)";
             } else {
                 line += ": " + std::string(pf.flag->text);

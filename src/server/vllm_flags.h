@@ -91,7 +91,11 @@ struct VllmCommandLine {
 // a value-taking flag with no value, a value given to a switch, or a second positional argument.
 // `--pipeline-parallel-rank` (the article's) makes --pipeline-parallel-size notice-only as well: each such
 // process serves the whole model as one replica (docs/flags.md says why).
-Result<VllmCommandLine> parse_vllm_command_line(const std::vector<std::string>& args);
+// `wired`: the honoured flags this build's caller actually implements (its own option names, canonical
+// spelling). Honoured rows missing from it are turned into notices ("--seed 1: not wired in this build yet;
+// ignored") instead of reaching the caller's parser; empty means every honoured row is wired.
+Result<VllmCommandLine> parse_vllm_command_line(const std::vector<std::string>& args,
+                                                const std::vector<std::string_view>& wired = {});
 
 // The flags this module's pieces honour, read from a checked command line: the periodic stats line
 // (--disable-log-stats), request logging (--enable-log-requests / --no-enable-log-requests, --max-log-len),

@@ -240,6 +240,24 @@ TEST(VllmFlags, GptOssRecipe) {
                                        "scheduling mode"});
 }
 
+// A caller that implements only some honoured flags gets notices for the others, not parser errors.
+TEST(VllmFlags, UnwiredHonouredFlagsBecomeNotices) {
+    auto r = parse_vllm_command_line(
+        split("--model m --seed 7 --port 8000 --tensor-parallel-size 4 --swap-space 4"),
+        {"--model", "--port"});
+    ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+    EXPECT_EQ(r->honoured_args, split("--model m --port 8000"));
+    EXPECT_EQ(
+        r->notices,
+        (std::vector<std::string>{
+            "--seed 7: not wired in this build yet; ignored",
+            "--tensor-parallel-size 4: not wired in this build yet; ignored",
+            "--swap-space 4: removed from vLLM (PR #36216); there is no CPU swap space here, ignored"}));
+    // Rejected and unknown flags still fail whatever is wired.
+    EXPECT_FALSE(parse_vllm_command_line({"--uds", "/s"}, {"--model"}).is_ok());
+    EXPECT_FALSE(parse_vllm_command_line({"--bogus"}, {"--model"}).is_ok());
+}
+
 TEST(VllmFlags, HumanReadableInts) {
     auto v = [](const char* s, bool allow_auto = true) {
         auto r = parse_human_int(s, "--max-model-len", allow_auto);
