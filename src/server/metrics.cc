@@ -308,6 +308,12 @@ void VllmMetrics::count_tokens(int64_t prompt_tokens, int64_t generation_tokens)
     iteration_tokens_->observe(static_cast<double>(prompt_tokens + generation_tokens));
 }
 
+void VllmMetrics::set_engine_totals(int64_t prompt_tokens, int64_t generation_tokens, int64_t preemptions) {
+    prompt_tokens_->advance_to(static_cast<double>(prompt_tokens));
+    generation_tokens_->advance_to(static_cast<double>(generation_tokens));
+    preemptions_->advance_to(static_cast<double>(preemptions));
+}
+
 void VllmMetrics::observe_ttft(double seconds) { ttft_->observe(seconds); }
 
 void VllmMetrics::observe_itl(double seconds) {

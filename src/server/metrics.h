@@ -27,6 +27,12 @@ class Counter {
         while (!value_.compare_exchange_weak(cur, cur + v, std::memory_order_relaxed)) {
         }
     }
+    // Raises the value to `total` when that is larger (for totals kept elsewhere); never lowers it.
+    void advance_to(double total) {
+        double cur = value_.load(std::memory_order_relaxed);
+        while (total > cur && !value_.compare_exchange_weak(cur, total, std::memory_order_relaxed)) {
+        }
+    }
     double value() const { return value_.load(std::memory_order_relaxed); }
 
   private:
@@ -149,6 +155,9 @@ class VllmMetrics {
     // Tokens processed: call per engine step (or per delivered token). Feeds the *_tokens_total counters,
     // vllm:iteration_tokens_total and the stats line's throughputs.
     void count_tokens(int64_t prompt_tokens, int64_t generation_tokens);
+    // The same three counters from an engine that keeps cumulative totals (EngineStats), e.g. at each
+    // scrape: counters are raised to the totals, never lowered. Use this or count_tokens, not both.
+    void set_engine_totals(int64_t prompt_tokens, int64_t generation_tokens, int64_t preemptions);
     // Per-request timings as they happen.
     void observe_ttft(double seconds);
     void observe_itl(double seconds);  // one gap between two consecutive output tokens of a request

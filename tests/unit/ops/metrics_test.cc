@@ -195,6 +195,18 @@ TEST(VllmMetrics, RecordsIntoNewAndOldNames) {
     EXPECT_TRUE(has("vllm:iteration_tokens_total_bucket" + l + ",le=\"16.0\"} 2.0"));
 }
 
+TEST(VllmMetrics, EngineTotalsNeverGoDown) {
+    VllmMetrics m("m", 100);
+    m.set_engine_totals(100, 40, 1);
+    m.set_engine_totals(90, 50, 1);  // a stale read: prompt stays at 100
+    const std::string t = m.render();
+    const std::string l = "{model_name=\"m\",engine=\"0\"}";
+    EXPECT_NE(t.find("vllm:prompt_tokens_total" + l + " 100.0\n"), std::string::npos);
+    EXPECT_NE(t.find("vllm:generation_tokens_total" + l + " 50.0\n"), std::string::npos);
+    EXPECT_NE(t.find("vllm:num_preemptions_total" + l + " 1.0\n"), std::string::npos);
+    EXPECT_EQ(m.totals().generation_tokens, 50.0);
+}
+
 TEST(StatsLine, MatchesVllmWording) {
     VllmMetrics::Totals prev, now;
     prev.prompt_tokens = 100;
