@@ -351,6 +351,37 @@ VllmMetrics::Totals VllmMetrics::totals() const {
     return t;
 }
 
+void RequestMetricsRecorder::on_output(int64_t new_tokens, Clock::time_point t) {
+    if (new_tokens <= 0 || finished_) return;
+    if (!first_) {
+        first_ = t;
+        metrics_.observe_ttft(std::chrono::duration<double>(t - arrival_).count());
+    } else {
+        metrics_.observe_itl(std::chrono::duration<double>(t - *last_).count());
+    }
+    last_ = t;
+    generated_ += new_tokens;
+}
+
+void RequestMetricsRecorder::finish(std::string_view finish_reason, int64_t prompt_tokens, int64_t max_tokens,
+                                    int64_t n, Clock::time_point t) {
+    if (finished_) return;
+    finished_ = true;
+    auto secs = [](Clock::duration d) { return std::max(0.0, std::chrono::duration<double>(d).count()); };
+    const Clock::time_point start = scheduled_.value_or(arrival_);
+    FinishedRequestStats f;
+    f.finish_reason = finish_reason;
+    f.prompt_tokens = prompt_tokens;
+    f.generation_tokens = generated_;
+    f.max_tokens = max_tokens;
+    f.n = n;
+    f.e2e_s = secs(t - arrival_);
+    f.queue_s = secs(start - arrival_);
+    f.prefill_s = first_ ? secs(*first_ - start) : 0.0;
+    f.decode_s = first_ ? secs(*last_ - *first_) : 0.0;
+    metrics_.on_request_finished(f);
+}
+
 std::string format_stats_line(const VllmMetrics::Totals& prev, const VllmMetrics::Totals& now,
                               double interval_s) {
     double prompt_tps = interval_s > 0 ? (now.prompt_tokens - prev.prompt_tokens) / interval_s : 0.0;

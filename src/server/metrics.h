@@ -5,10 +5,12 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -181,6 +183,34 @@ class VllmMetrics {
     Counter *preemptions_, *prompt_tokens_, *generation_tokens_;
     Histogram *iteration_tokens_, *ttft_, *itl_, *tpot_old_, *request_tpot_, *e2e_, *queue_, *inference_,
         *prefill_, *decode_, *prompt_tokens_hist_, *generation_tokens_hist_, *max_tokens_hist_, *n_hist_;
+};
+
+// The per-request timing of one generation request, feeding a VllmMetrics: create it when the request
+// arrives, call on_output() each time the engine hands over new tokens, on_scheduled() if the engine reports
+// when it first scheduled the request, and finish() once. Times are steady-clock instants passed in (so
+// tests give exact ones). Not thread-safe: one request is driven by one thread.
+class RequestMetricsRecorder {
+  public:
+    using Clock = std::chrono::steady_clock;
+    RequestMetricsRecorder(VllmMetrics& metrics, Clock::time_point arrival)
+        : metrics_(metrics), arrival_(arrival) {}
+
+    void on_scheduled(Clock::time_point t) { scheduled_ = t; }
+    // `new_tokens` > 0 arrived at `t`: the first output observes TTFT (arrival -> t), later ones one ITL each
+    // (the gap since the previous output, as vLLM observes per engine step).
+    void on_output(int64_t new_tokens, Clock::time_point t);
+    // Observes the finished request once; later calls do nothing. Queue time is 0 unless on_scheduled was
+    // called; prefill = (scheduled or arrival) -> first token; decode = first -> last token.
+    void finish(std::string_view finish_reason, int64_t prompt_tokens, int64_t max_tokens, int64_t n,
+                Clock::time_point t);
+    int64_t generation_tokens() const { return generated_; }
+
+  private:
+    VllmMetrics& metrics_;
+    Clock::time_point arrival_;
+    std::optional<Clock::time_point> scheduled_, first_, last_;
+    int64_t generated_ = 0;
+    bool finished_ = false;
 };
 
 // vLLM's periodic stats line (LoggingStatLogger.log): "Avg prompt throughput: 12.5 tokens/s, Avg generation

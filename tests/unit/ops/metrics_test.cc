@@ -207,6 +207,43 @@ TEST(VllmMetrics, EngineTotalsNeverGoDown) {
     EXPECT_EQ(m.totals().generation_tokens, 50.0);
 }
 
+TEST(VllmMetrics, RequestRecorderTimesPhases) {
+    VllmMetrics m("m", 100);
+    using C = RequestMetricsRecorder::Clock;
+    const C::time_point t0{};
+    auto at = [&](double s) {
+        return t0 + std::chrono::duration_cast<C::duration>(std::chrono::duration<double>(s));
+    };
+    RequestMetricsRecorder r(m, at(0));
+    r.on_scheduled(at(0.5));               // queue 0.5 s
+    r.on_output(1, at(0.75));              // TTFT 0.75 s; prefill 0.25 s
+    r.on_output(2, at(0.8));               // ITL 0.05
+    r.on_output(0, at(0.85));              // no tokens: ignored
+    r.on_output(1, at(1.0));               // ITL 0.2
+    r.finish("stop", 9, 16, 1, at(1.25));  // e2e 1.25, decode 0.25, 4 tokens: TPOT 0.25 / 3
+    r.finish("stop", 9, 16, 1, at(9.0));   // ignored
+    EXPECT_EQ(r.generation_tokens(), 4);
+    const std::string t = m.render();
+    auto has = [&](const std::string& line) { return t.find(line + "\n") != std::string::npos; };
+    const std::string l = "{model_name=\"m\",engine=\"0\"";
+    EXPECT_TRUE(has("vllm:time_to_first_token_seconds_bucket" + l + ",le=\"0.5\"} 0.0"));
+    EXPECT_TRUE(has("vllm:time_to_first_token_seconds_bucket" + l + ",le=\"0.75\"} 1.0"));
+    EXPECT_TRUE(has("vllm:inter_token_latency_seconds_count" + l + "} 2.0"));
+    EXPECT_TRUE(has("vllm:inter_token_latency_seconds_bucket" + l + ",le=\"0.05\"} 1.0"));
+    EXPECT_TRUE(has("vllm:inter_token_latency_seconds_bucket" + l + ",le=\"0.15\"} 1.0"));
+    EXPECT_TRUE(has("vllm:inter_token_latency_seconds_bucket" + l + ",le=\"0.2\"} 2.0"));
+    EXPECT_TRUE(has("vllm:request_queue_time_seconds_sum" + l + "} 0.5"));
+    EXPECT_TRUE(has("vllm:request_prefill_time_seconds_sum" + l + "} 0.25"));
+    EXPECT_TRUE(has("vllm:request_decode_time_seconds_sum" + l + "} 0.25"));
+    EXPECT_TRUE(has("vllm:e2e_request_latency_seconds_sum" + l + "} 1.25"));
+    EXPECT_TRUE(has("vllm:e2e_request_latency_seconds_count" + l + "} 1.0"));
+    EXPECT_TRUE(has("vllm:request_generation_tokens_sum" + l + "} 4.0"));
+    EXPECT_TRUE(has("vllm:request_success_total" + l + ",finished_reason=\"stop\"} 1.0"));
+    // 0.25 / 3 = 0.0833: above 0.075, within 0.1.
+    EXPECT_TRUE(has("vllm:request_time_per_output_token_seconds_bucket" + l + ",le=\"0.075\"} 0.0"));
+    EXPECT_TRUE(has("vllm:request_time_per_output_token_seconds_bucket" + l + ",le=\"0.1\"} 1.0"));
+}
+
 TEST(StatsLine, MatchesVllmWording) {
     VllmMetrics::Totals prev, now;
     prev.prompt_tokens = 100;
