@@ -81,8 +81,8 @@ std::string format_request_finished(std::string_view request_id, std::string_vie
 }
 
 PeriodicStatsLogger::PeriodicStatsLogger(const VllmMetrics& metrics, std::chrono::milliseconds interval,
-                                         Sink sink)
-    : metrics_(metrics), interval_(interval), sink_(std::move(sink)) {
+                                         Sink sink, std::function<void()> refresh)
+    : metrics_(metrics), interval_(interval), sink_(std::move(sink)), refresh_(std::move(refresh)) {
     if (!sink_) {
         sink_ = [](bool idle, const std::string& line) {
             if (idle) {
@@ -108,11 +108,13 @@ void PeriodicStatsLogger::stop() {
 
 void PeriodicStatsLogger::run() {
     using Clock = std::chrono::steady_clock;
+    if (refresh_) refresh_();
     VllmMetrics::Totals prev = metrics_.totals();
     Clock::time_point prev_t = Clock::now();
     bool prev_busy = false;
     std::unique_lock<std::mutex> lock(mu_);
     while (!cv_.wait_for(lock, interval_, [this] { return stopping_; })) {
+        if (refresh_) refresh_();
         VllmMetrics::Totals now = metrics_.totals();
         Clock::time_point t = Clock::now();
         double dt = std::chrono::duration<double>(t - prev_t).count();

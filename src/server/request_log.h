@@ -34,12 +34,15 @@ std::string format_request_finished(std::string_view request_id, std::string_vie
 
 // Logs format_stats_line(...) every `interval` on its own thread (info level; debug when the system was
 // idle in both this and the previous interval, as vLLM does). `sink` defaults to spdlog::info/debug;
-// tests pass their own. stop() (or the destructor) joins the thread.
+// tests pass their own. `refresh`, when given, runs before each read of the metrics (a server whose engine
+// keeps cumulative totals syncs them in there: VllmMetrics::set_engine_totals and the gauges).
+// stop() (or the destructor) joins the thread.
 class PeriodicStatsLogger {
   public:
     using Sink = std::function<void(bool idle, const std::string& line)>;
     PeriodicStatsLogger(const VllmMetrics& metrics,
-                        std::chrono::milliseconds interval = std::chrono::seconds(10), Sink sink = {});
+                        std::chrono::milliseconds interval = std::chrono::seconds(10), Sink sink = {},
+                        std::function<void()> refresh = {});
     ~PeriodicStatsLogger();
     PeriodicStatsLogger(const PeriodicStatsLogger&) = delete;
     PeriodicStatsLogger& operator=(const PeriodicStatsLogger&) = delete;
@@ -51,6 +54,7 @@ class PeriodicStatsLogger {
     const VllmMetrics& metrics_;
     std::chrono::milliseconds interval_;
     Sink sink_;
+    std::function<void()> refresh_;
     std::mutex mu_;
     std::condition_variable cv_;
     bool stopping_ = false;

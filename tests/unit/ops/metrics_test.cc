@@ -276,5 +276,28 @@ TEST(StatsLine, PeriodicLoggerLogsAndMarksIdle) {
     EXPECT_EQ(lines[0].second.rfind("Avg prompt throughput: 0.0 tokens/s", 0), 0u);
 }
 
+TEST(StatsLine, RefreshFeedsTheLine) {
+    VllmMetrics m("m", 100);
+    std::atomic<int64_t> engine_generated{0};
+    std::mutex mu;
+    std::vector<std::pair<bool, std::string>> lines;
+    {
+        PeriodicStatsLogger logger(
+            m, std::chrono::milliseconds(20),
+            [&](bool idle, const std::string& line) {
+                std::lock_guard<std::mutex> lock(mu);
+                lines.emplace_back(idle, line);
+            },
+            [&] {
+                m.set_engine_totals(0, engine_generated += 10, 0);
+            });  // the engine makes 10 tokens per read
+        std::this_thread::sleep_for(std::chrono::milliseconds(70));
+    }
+    std::lock_guard<std::mutex> lock(mu);
+    ASSERT_GE(lines.size(), 1u);
+    EXPECT_FALSE(lines[0].first);  // tokens were generated: info level
+    EXPECT_EQ(lines[0].second.find("Avg generation throughput: 0.0"), std::string::npos) << lines[0].second;
+}
+
 }  // namespace
 }  // namespace volt::server
