@@ -18,6 +18,7 @@
 #include "cpu/cpu_ops.h"
 #include "io/safetensors.h"
 #include "model/forward.h"
+#include "model/loader.h"
 #include "quant/mxfp4.h"
 
 namespace volt::model {
@@ -307,46 +308,6 @@ TEST(MakeModel, TinyChatCopiesTheTokenizer) {
     fs::remove_all(dir);
 }
 
-// ModelWeights pointing into a tiny MXFP4 checkpoint (the loader proper lives in model/loader).
-std::shared_ptr<ModelWeights> view_weights(const io::SafetensorsCheckpoint& ck, const GptOssConfig& c) {
-    auto w = std::make_shared<ModelWeights>();
-    w->config = c;
-    auto bf = [&](const std::string& n) { return reinterpret_cast<const uint16_t*>(ck.find(n)->data); };
-    auto dense = [&](const std::string& n, int64_t out, int64_t in, bool bias) {
-        return DenseWeight{bf(n + ".weight"), bias ? bf(n + ".bias") : nullptr, out, in};
-    };
-    auto experts = [&](const std::string& n, int64_t out, int64_t in) {
-        ExpertWeights e;
-        e.blocks = ck.find(n + "_blocks")->data;
-        e.scales = ck.find(n + "_scales")->data;
-        e.bias = bf(n + "_bias");
-        e.num_experts = c.num_local_experts;
-        e.out = out;
-        e.in = in;
-        return e;
-    };
-    const int64_t H = c.hidden_size;
-    w->embed_tokens = bf("model.embed_tokens.weight");
-    for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
-        const std::string p = "model.layers." + std::to_string(l) + ".";
-        LayerWeights L;
-        L.input_layernorm = bf(p + "input_layernorm.weight");
-        L.q_proj = dense(p + "self_attn.q_proj", c.q_dim(), H, true);
-        L.k_proj = dense(p + "self_attn.k_proj", c.kv_dim(), H, true);
-        L.v_proj = dense(p + "self_attn.v_proj", c.kv_dim(), H, true);
-        L.o_proj = dense(p + "self_attn.o_proj", H, c.q_dim(), true);
-        L.sinks = bf(p + "self_attn.sinks");
-        L.post_attention_layernorm = bf(p + "post_attention_layernorm.weight");
-        L.router = dense(p + "mlp.router", c.num_local_experts, H, true);
-        L.gate_up = experts(p + "mlp.experts.gate_up_proj", 2 * c.intermediate_size, H);
-        L.down = experts(p + "mlp.experts.down_proj", H, c.intermediate_size);
-        w->layers.push_back(L);
-    }
-    w->norm = bf("model.norm.weight");
-    w->lm_head = dense("lm_head", c.vocab_size, H, false);
-    return w;
-}
-
 // The statistics docs/quantization.md promises: through the real forward pass of a tiny checkpoint,
 // a small but non-zero share of the routed experts' gate and up pre-activations passes the 7.0 clamp,
 // and the logits are finite with a spread like a trained model's (std of a few units).
@@ -355,12 +316,12 @@ TEST(MakeModel, ActivationsReachTheSwigluClamp) {
     MakeModelOptions o;
     o.seed = 5;
     ASSERT_TRUE(make_model(*preset_config("tiny"), o, dir).is_ok());
-    auto cfg = load_config_file(dir + "/config.json");
-    ASSERT_TRUE(cfg.is_ok());
-    const GptOssConfig& c = *cfg;
-    auto ck = io::SafetensorsCheckpoint::open(dir);
-    ASSERT_TRUE(ck.is_ok());
-    auto weights = view_weights(**ck, c);
+    LoadOptions lo;
+    lo.progress = io::ProgressMode::kOff;
+    auto loaded = load_model(dir, lo);
+    ASSERT_TRUE(loaded.is_ok()) << loaded.status().to_string();
+    std::shared_ptr<const ModelWeights> weights = *loaded;
+    const GptOssConfig& c = weights->config;
     cpu::CpuBackend backend;
     Forward fwd(weights, backend);
 

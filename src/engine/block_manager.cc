@@ -1,0 +1,139 @@
+#include "engine/block_manager.h"
+
+#include <algorithm>
+#include <string>
+
+#include "core/check.h"
+
+namespace volt::engine {
+
+BlockPool::BlockPool(int64_t num_blocks) : ref_(num_blocks, 0) {
+    free_.reserve(num_blocks);
+    for (int64_t b = num_blocks - 1; b >= 0; --b) free_.push_back(static_cast<int32_t>(b));
+}
+
+int32_t BlockPool::allocate() {
+    VOLT_CHECK(!free_.empty()) << "no free KV block";
+    const int32_t b = free_.back();
+    free_.pop_back();
+    ref_[b] = 1;
+    return b;
+}
+
+void BlockPool::incref(int32_t b) {
+    VOLT_CHECK(ref_[b] > 0) << "incref of free block " << b;
+    ++ref_[b];
+}
+
+void BlockPool::decref(int32_t b) {
+    VOLT_CHECK(ref_[b] > 0) << "decref of free block " << b;
+    if (--ref_[b] == 0) free_.push_back(b);
+}
+
+BlockManager::BlockManager(int64_t block_size, const int64_t num_blocks[kNumKvGroups], int64_t window,
+                           const bool has_group[kNumKvGroups])
+    : block_size_(block_size), window_(window), has_group_{has_group[0], has_group[1]} {
+    for (int g = 0; g < kNumKvGroups; ++g) pools_.emplace_back(has_group[g] ? num_blocks[g] : 0);
+}
+
+int64_t BlockManager::blocks_needed(const SeqBlocks& s, int64_t computed, int64_t q, int g) const {
+    if (!has_group_[g] || q <= 0) return 0;
+    const auto& t = s.table[g];
+    int64_t n = 0;
+    for (int64_t j = computed / block_size_; j <= (computed + q - 1) / block_size_; ++j) {
+        if (j >= static_cast<int64_t>(t.size()) || t[j] < 0 || pools_[g].refcount(t[j]) > 1) ++n;
+    }
+    return n;
+}
+
+bool BlockManager::can_append(const SeqBlocks& s, int64_t computed, int64_t q) const {
+    for (int g = 0; g < kNumKvGroups; ++g)
+        if (blocks_needed(s, computed, q, g) > pools_[g].num_free()) return false;
+    return true;
+}
+
+void BlockManager::append(int64_t seq_id, SeqBlocks* s, int64_t computed, int64_t q,
+                          std::vector<BlockTableUpdate>* up, std::vector<BlockCopy>* copies) {
+    VOLT_CHECK(can_append(*s, computed, q)) << "sequence " << seq_id << " appends without free blocks";
+    for (int g = 0; g < kNumKvGroups; ++g) {
+        if (!has_group_[g] || q <= 0) continue;
+        auto& t = s->table[g];
+        const int64_t last = (computed + q - 1) / block_size_;
+        if (static_cast<int64_t>(t.size()) <= last) t.resize(last + 1, -1);
+        for (int64_t j = computed / block_size_; j <= last; ++j) {
+            const int32_t old = t[j];
+            if (old >= 0 && pools_[g].refcount(old) == 1) continue;
+            const int32_t b = pools_[g].allocate();
+            if (old >= 0) {  // shared with a fork: copy what is already written, then write our own
+                copies->push_back({g, old, b});
+                pools_[g].decref(old);
+            }
+            t[j] = b;
+            up->push_back({seq_id, g, static_cast<int32_t>(j), b});
+        }
+    }
+}
+
+void BlockManager::free_outside_window(int64_t seq_id, SeqBlocks* s, int64_t computed,
+                                       std::vector<BlockTableUpdate>* up) {
+    if (!has_group_[1] || window_ <= 0) return;
+    auto& t = s->table[1];
+    const int64_t first_needed = std::max<int64_t>(0, computed - window_ + 1);
+    const int64_t end = std::min<int64_t>(first_needed / block_size_, static_cast<int64_t>(t.size()));
+    for (int64_t j = s->sliding_freed; j < end; ++j) {
+        if (t[j] >= 0) {
+            pools_[1].decref(t[j]);
+            t[j] = -1;
+            up->push_back({seq_id, 1, static_cast<int32_t>(j), -1});
+        }
+    }
+    s->sliding_freed = std::max(s->sliding_freed, end);
+}
+
+void BlockManager::fork(const SeqBlocks& parent, int64_t child_id, SeqBlocks* child,
+                        std::vector<BlockTableUpdate>* up) {
+    *child = parent;
+    for (int g = 0; g < kNumKvGroups; ++g) {
+        const auto& t = child->table[g];
+        for (size_t j = 0; j < t.size(); ++j) {
+            if (t[j] < 0) continue;
+            pools_[g].incref(t[j]);
+            up->push_back({child_id, g, static_cast<int32_t>(j), t[j]});
+        }
+    }
+}
+
+void BlockManager::free(int64_t seq_id, SeqBlocks* s, std::vector<BlockTableUpdate>* up) {
+    for (int g = 0; g < kNumKvGroups; ++g) {
+        for (int32_t b : s->table[g])
+            if (b >= 0) pools_[g].decref(b);
+        s->table[g].clear();
+        if (has_group_[g]) up->push_back({seq_id, g, -1, -1});
+    }
+    s->sliding_freed = 0;
+}
+
+Status BlockManager::check(const std::vector<const SeqBlocks*>& all) const {
+    for (int g = 0; g < kNumKvGroups; ++g) {
+        const BlockPool& p = pools_[g];
+        std::vector<int32_t> refs(p.num_total(), 0);
+        for (const SeqBlocks* s : all)
+            for (int32_t b : s->table[g])
+                if (b >= 0) ++refs[b];
+        int64_t used = 0;
+        for (int64_t b = 0; b < p.num_total(); ++b) {
+            if (refs[b] != p.refcount(static_cast<int32_t>(b)))
+                return internal_error("KV group " + std::to_string(g) + " block " + std::to_string(b) +
+                                      ": ref count " + std::to_string(p.refcount(b)) + " but " +
+                                      std::to_string(refs[b]) + " table entries");
+            used += refs[b] > 0 ? 1 : 0;
+        }
+        if (used + p.num_free() != p.num_total())
+            return internal_error("KV group " + std::to_string(g) + ": used " + std::to_string(used) +
+                                  " + free " + std::to_string(p.num_free()) + " != total " +
+                                  std::to_string(p.num_total()));
+    }
+    return Status::ok();
+}
+
+}  // namespace volt::engine

@@ -1,0 +1,192 @@
+// Engine: EngineCore on its own thread, fed through a mutex-protected queue; RequestHandle channels.
+#include "engine/engine.h"
+
+#include <random>
+#include <thread>
+
+#include "core/logging.h"
+#include "engine/engine_core.h"
+
+namespace volt::engine {
+
+// What submit(), abort() and the engine thread share.
+class EngineShared {
+  public:
+    struct Pending {
+        std::shared_ptr<RequestHandle> handle;
+        std::vector<int32_t> prompt;
+        SamplingParams params;
+        uint64_t seed;
+    };
+    std::mutex mu;
+    std::condition_variable cv;
+    std::vector<Pending> incoming;
+    bool stop = false;
+    bool woken = false;
+    int64_t next_id = 0;
+    int64_t num_waiting = 0;  // waiting sequences at the end of the last step
+    void wake() {
+        {
+            std::lock_guard<std::mutex> l(mu);
+            woken = true;
+        }
+        cv.notify_all();
+    }
+};
+
+RequestHandle::RequestHandle(int64_t id, int32_t num_prompt_tokens, int32_t n,
+                             std::shared_ptr<EngineShared> shared)
+    : id_(id), num_prompt_tokens_(num_prompt_tokens), n_(n), shared_(std::move(shared)) {}
+
+bool RequestHandle::next(RequestOutput* out, std::chrono::milliseconds timeout) {
+    std::unique_lock<std::mutex> l(mu_);
+    if (finished_taken_ >= n_) return false;
+    if (!cv_.wait_for(l, timeout, [&] { return !queue_.empty(); })) return false;
+    *out = std::move(queue_.front());
+    queue_.pop_front();
+    if (out->finish != FinishReason::kNone) ++finished_taken_;
+    return true;
+}
+
+void RequestHandle::abort() {
+    {
+        std::lock_guard<std::mutex> l(mu_);
+        aborted_ = true;
+    }
+    if (shared_) shared_->wake();
+}
+
+bool RequestHandle::done() const {
+    std::lock_guard<std::mutex> l(mu_);
+    return finished_taken_ >= n_;
+}
+
+bool RequestHandle::aborted() const {
+    std::lock_guard<std::mutex> l(mu_);
+    return aborted_;
+}
+
+void RequestHandle::push(RequestOutput out) {
+    {
+        std::lock_guard<std::mutex> l(mu_);
+        if (out.finish != FinishReason::kNone) ++finished_pushed_;
+        queue_.push_back(std::move(out));
+    }
+    cv_.notify_all();
+}
+
+class Engine::Impl {
+  public:
+    std::unique_ptr<Executor> executor;
+    std::unique_ptr<EngineCore> core;
+    std::shared_ptr<EngineShared> shared = std::make_shared<EngineShared>();
+    mutable std::mutex stats_mu;
+    EngineStats stats;
+    std::thread thread;
+    std::once_flag shutdown_once;
+
+    void loop();
+};
+
+void Engine::Impl::loop() {
+    for (;;) {
+        std::vector<EngineShared::Pending> incoming;
+        bool stop;
+        {
+            std::unique_lock<std::mutex> l(shared->mu);
+            shared->cv.wait(l, [&] {
+                return shared->stop || shared->woken || !shared->incoming.empty() || core->has_requests();
+            });
+            shared->woken = false;
+            incoming.swap(shared->incoming);
+            stop = shared->stop;
+        }
+        for (auto& p : incoming)
+            core->add_request(std::move(p.handle), std::move(p.prompt), std::move(p.params), p.seed);
+        if (stop) {
+            core->abort_all();
+            break;
+        }
+        Result<bool> ran = core->step();
+        if (!ran.is_ok()) {
+            spdlog::error("engine step failed, aborting every request: {}", ran.status().to_string());
+            core->abort_all();
+        }
+        {
+            std::lock_guard<std::mutex> l(stats_mu);
+            stats = core->stats();
+        }
+        {
+            std::lock_guard<std::mutex> l(shared->mu);
+            shared->num_waiting = core->num_waiting_requests();
+        }
+    }
+    std::lock_guard<std::mutex> l(stats_mu);
+    stats = core->stats();
+}
+
+Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Engine::~Engine() { shutdown(); }
+
+Result<std::unique_ptr<Engine>> Engine::create(EngineConfig config, std::unique_ptr<Executor> executor) {
+    auto impl = std::make_unique<Impl>();
+    impl->executor = std::move(executor);
+    VOLT_ASSIGN_OR_RETURN(impl->core, EngineCore::create(std::move(config), impl->executor.get()));
+    impl->stats = impl->core->stats();
+    const KvPlan& plan = impl->core->plan();
+    spdlog::info("engine: KV blocks of {} tokens: {} full-attention, {} sliding-window; max_model_len {}",
+                 impl->core->config().block_size, plan.num_blocks[0], plan.num_blocks[1], plan.max_model_len);
+    Impl* raw = impl.get();
+    impl->thread = std::thread([raw] { raw->loop(); });
+    return std::unique_ptr<Engine>(new Engine(std::move(impl)));
+}
+
+Result<std::shared_ptr<RequestHandle>> Engine::submit(std::vector<int32_t> prompt, SamplingParams params) {
+    VOLT_RETURN_IF_ERROR(impl_->core->validate(prompt, params));
+    uint64_t seed = 0;
+    if (params.seed) {
+        seed = *params.seed;
+    } else {
+        std::random_device rd;
+        seed = (static_cast<uint64_t>(rd()) << 32) ^ rd();
+    }
+    std::shared_ptr<RequestHandle> handle;
+    {
+        std::lock_guard<std::mutex> l(impl_->shared->mu);
+        if (impl_->shared->stop) return Status(StatusCode::kUnavailable, "the engine is shut down");
+        const int64_t queued =
+            static_cast<int64_t>(impl_->shared->incoming.size()) + impl_->shared->num_waiting;
+        if (queued >= impl_->core->config().max_queued_requests)
+            return resource_exhausted("the waiting queue is full (" + std::to_string(queued) +
+                                      " requests, max_queued_requests " +
+                                      std::to_string(impl_->core->config().max_queued_requests) + ")");
+        handle = std::make_shared<RequestHandle>(
+            impl_->shared->next_id++, static_cast<int32_t>(prompt.size()), params.n, impl_->shared);
+        impl_->shared->incoming.push_back({handle, std::move(prompt), std::move(params), seed});
+    }
+    impl_->shared->cv.notify_all();
+    return handle;
+}
+
+void Engine::shutdown() {
+    std::call_once(impl_->shutdown_once, [this] {
+        {
+            std::lock_guard<std::mutex> l(impl_->shared->mu);
+            impl_->shared->stop = true;
+        }
+        impl_->shared->cv.notify_all();
+        if (impl_->thread.joinable()) impl_->thread.join();
+    });
+}
+
+EngineStats Engine::stats() const {
+    std::lock_guard<std::mutex> l(impl_->stats_mu);
+    return impl_->stats;
+}
+
+int64_t Engine::max_model_len() const { return impl_->core->plan().max_model_len; }
+
+const EngineConfig& Engine::config() const { return impl_->core->config(); }
+
+}  // namespace volt::engine

@@ -1,0 +1,113 @@
+// The engine: requests in, token deltas out, over continuous batching on a paged KV cache. One engine
+// thread owns the scheduler, the block manager and the executor; submit() and RequestHandle::abort() go
+// through a mutex-protected queue and each request has its own output channel (DESIGN.md "One request's
+// path"). Executors: engine/cpu_executor.h (the model on the CPU), engine/scripted_executor.h (fixed ids
+// for tests). Tests: tests/unit/engine/engine_test.cc.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+#include "core/status.h"
+#include "engine/executor.h"
+#include "engine/sampling_params.h"
+
+namespace volt::engine {
+
+enum class FinishReason { kNone, kStop, kLength, kAbort };
+
+// One delta for one choice of a request.
+struct RequestOutput {
+    int32_t choice = 0;
+    std::vector<int32_t> tokens;                // new tokens since the last delta of this choice
+    std::vector<TokenLogprob> logprobs;         // parallel to tokens when params.logprobs >= 0
+    std::vector<TokenLogprob> prompt_logprobs;  // once, in the first delta of choice 0, when asked:
+                                                // entry i is prompt token i + 1 (the first has none)
+    FinishReason finish = FinishReason::kNone;  // kLength: max_tokens or max_model_len reached
+    std::optional<int32_t> stop_token;          // the stop/EOS id that ended it (not in tokens)
+};
+
+class EngineShared;
+
+// Thread-safe; owned jointly by the caller and the engine.
+class RequestHandle {
+  public:
+    RequestHandle(int64_t id, int32_t num_prompt_tokens, int32_t n, std::shared_ptr<EngineShared> shared);
+
+    // Waits up to `timeout` for the next delta; false on timeout. After the delta that finishes the last
+    // choice has been returned, returns false at once (done() is true).
+    bool next(RequestOutput* out, std::chrono::milliseconds timeout);
+    // Client gone / stop string: the engine frees the request at the start of its next step and sends a
+    // kAbort delta for every unfinished choice.
+    void abort();
+    bool done() const;
+    int64_t id() const { return id_; }
+    int32_t num_prompt_tokens() const { return num_prompt_tokens_; }
+
+    // Engine side.
+    void push(RequestOutput out);
+    bool aborted() const;
+
+  private:
+    const int64_t id_;
+    const int32_t num_prompt_tokens_;
+    const int32_t n_;
+    std::shared_ptr<EngineShared> shared_;
+    mutable std::mutex mu_;
+    std::condition_variable cv_;
+    std::deque<RequestOutput> queue_;
+    int32_t finished_pushed_ = 0, finished_taken_ = 0;
+    bool aborted_ = false;
+};
+
+struct EngineConfig {
+    int64_t block_size = 16;                // tokens per KV block (--block-size)
+    int64_t max_num_seqs = 256;             // sequences in one step (--max-num-seqs)
+    int64_t max_num_batched_tokens = 2048;  // tokens in one step; prefill is chunked to fit
+    int64_t max_model_len = 0;              // 0: min(config, what one sequence can get from the pool)
+    int64_t max_queued_requests = 1024;     // waiting requests beyond this: kResourceExhausted
+    int64_t kv_cache_memory_bytes = int64_t{4} << 30;  // KV pool budget, both groups (CPU default 4 GiB)
+    int64_t num_kv_blocks_override = 0;  // > 0: each KV group gets exactly this many blocks (tests)
+    int32_t vocab_size_real = 0;         // ids >= this are never sampled (0: the executor's vocab size)
+    std::vector<int32_t> eos_token_ids;  // stop unless ignore_eos (empty: the executor's)
+};
+
+struct EngineStats {
+    int64_t num_running_seqs = 0, num_waiting_seqs = 0;
+    int64_t kv_blocks_used[2] = {0, 0}, kv_blocks_total[2] = {0, 0};  // per KV group (full, sliding)
+    int64_t prompt_tokens = 0;     // tokens computed for prompts (recomputation included)
+    int64_t generated_tokens = 0;  // tokens sampled
+    int64_t num_steps = 0, num_preemptions = 0;
+    int64_t requests_finished = 0;
+};
+
+class Engine {
+  public:
+    // Plans the KV pool from config and the executor's bytes per block, starts the engine thread.
+    // Errors: kOutOfRange when max_model_len is set and one sequence of that length cannot fit in the
+    // pool (message gives both numbers); kInvalidArgument for a bad config.
+    static Result<std::unique_ptr<Engine>> create(EngineConfig config, std::unique_ptr<Executor> executor);
+    ~Engine();
+
+    // Errors: kOutOfRange (prompt + max_tokens over max_model_len: message with both numbers),
+    // kResourceExhausted (waiting queue full), kInvalidArgument (empty prompt, bad params, id >= vocab),
+    // kUnavailable (shut down).
+    Result<std::shared_ptr<RequestHandle>> submit(std::vector<int32_t> prompt, SamplingParams params);
+    void shutdown();  // aborts everything, joins the engine thread; idempotent
+    EngineStats stats() const;
+    int64_t max_model_len() const;
+    const EngineConfig& config() const;
+
+  private:
+    class Impl;
+    explicit Engine(std::unique_ptr<Impl> impl);
+    std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace volt::engine

@@ -1,0 +1,358 @@
+#include "engine/engine_core.h"
+
+#include <algorithm>
+#include <limits>
+#include <string>
+
+#include "core/check.h"
+
+namespace volt::engine {
+namespace {
+constexpr int64_t kScriptedBlocks = 4096;  // per group when the executor's blocks cost nothing
+
+std::string str(int64_t v) { return std::to_string(v); }
+}  // namespace
+
+Result<KvPlan> plan_kv_cache(const EngineConfig& c, const Executor& ex) {
+    if (c.block_size <= 0 || c.max_num_seqs <= 0 || c.max_num_batched_tokens <= 0 ||
+        c.max_queued_requests <= 0)
+        return invalid_argument(
+            "block_size, max_num_seqs, max_num_batched_tokens and max_queued_requests must be > 0");
+    if (c.max_model_len < 0) return invalid_argument("max_model_len must be >= 0 (0: auto)");
+    const ExecutorInfo info = ex.info();
+    const int64_t bs = c.block_size, w = info.sliding_window;
+    const bool* has = info.has_group;
+    // Blocks one chunk of max_num_batched_tokens can span in the sliding group (window before it included).
+    const int64_t chunk_blocks =
+        has[1] ? (std::max<int64_t>(w, 1) - 1 + c.max_num_batched_tokens - 1) / bs + 2 : 0;
+    KvPlan plan;
+    if (c.num_kv_blocks_override > 0) {
+        for (int g = 0; g < kNumKvGroups; ++g) plan.num_blocks[g] = has[g] ? c.num_kv_blocks_override : 0;
+    } else {
+        const int64_t bpb[2] = {has[0] ? ex.bytes_per_block(bs, 0) : 0,
+                                has[1] ? ex.bytes_per_block(bs, 1) : 0};
+        const int64_t budget = c.kv_cache_memory_bytes;
+        if (bpb[0] + bpb[1] == 0) {
+            for (int g = 0; g < kNumKvGroups; ++g) plan.num_blocks[g] = has[g] ? kScriptedBlocks : 0;
+        } else if (has[0] && has[1]) {
+            // The sliding group needs only about window / block_size blocks per running sequence; the
+            // rest of the budget goes to the full-attention group.
+            const int64_t need = c.max_num_seqs * ((w - 1) / bs + 2) + chunk_blocks;
+            plan.num_blocks[1] = std::min(need, budget / 2 / bpb[1]);
+            plan.num_blocks[0] = (budget - plan.num_blocks[1] * bpb[1]) / bpb[0];
+        } else {
+            const int g = has[0] ? 0 : 1;
+            plan.num_blocks[g] = budget / bpb[g];
+        }
+        // Never more full-attention blocks than max_num_seqs sequences of the longest length can use
+        // (an explicit --max-model-len, else the model's limit): a small model or a short
+        // --max-model-len then allocates what it needs, not the whole budget.
+        const int64_t longest = c.max_model_len > 0 ? c.max_model_len : info.max_position_embeddings;
+        if (has[0] && longest > 0)
+            plan.num_blocks[0] = std::min(plan.num_blocks[0], c.max_num_seqs * ((longest + bs - 1) / bs));
+    }
+    if (has[0] && plan.num_blocks[0] <= 0)
+        return invalid_argument("kv_cache_memory_bytes " + str(c.kv_cache_memory_bytes) +
+                                " holds no full-attention KV block of " + str(ex.bytes_per_block(bs, 0)) +
+                                " bytes");
+    if (has[1] && plan.num_blocks[1] < chunk_blocks)
+        return out_of_range("the sliding-window KV group has " + str(plan.num_blocks[1]) +
+                            " blocks but one chunk of max_num_batched_tokens " +
+                            str(c.max_num_batched_tokens) + " with window " + str(w) + " needs " +
+                            str(chunk_blocks));
+    plan.pool_max_len = has[0] ? plan.num_blocks[0] * bs : std::numeric_limits<int64_t>::max();
+    const int64_t model_cap =
+        info.max_position_embeddings > 0 ? info.max_position_embeddings : std::numeric_limits<int64_t>::max();
+    if (c.max_model_len == 0) {
+        plan.max_model_len = std::min(model_cap, plan.pool_max_len);
+    } else {
+        if (c.max_model_len > model_cap)
+            return invalid_argument("max_model_len " + str(c.max_model_len) + " is over the model's " +
+                                    "max_position_embeddings " + str(model_cap));
+        if (c.max_model_len > plan.pool_max_len)
+            return out_of_range("max_model_len " + str(c.max_model_len) +
+                                " does not fit in the KV cache: one " + "sequence can hold at most " +
+                                str(plan.pool_max_len) + " tokens (" + str(plan.num_blocks[0]) +
+                                " blocks of " + str(bs) + ")");
+        plan.max_model_len = c.max_model_len;
+    }
+    return plan;
+}
+
+Result<std::unique_ptr<EngineCore>> EngineCore::create(EngineConfig config, Executor* executor) {
+    VOLT_ASSIGN_OR_RETURN(KvPlan plan, plan_kv_cache(config, *executor));
+    ExecutorInfo info = executor->info();
+    if (config.vocab_size_real <= 0 || config.vocab_size_real > info.vocab_size)
+        config.vocab_size_real = static_cast<int32_t>(info.vocab_size);
+    if (config.eos_token_ids.empty()) config.eos_token_ids = info.eos_token_ids;
+    VOLT_RETURN_IF_ERROR(executor->init_cache(config.block_size, plan.num_blocks));
+    return std::unique_ptr<EngineCore>(new EngineCore(std::move(config), plan, executor, info));
+}
+
+EngineCore::EngineCore(EngineConfig config, KvPlan plan, Executor* executor, const ExecutorInfo& info)
+    : config_(std::move(config)),
+      plan_(plan),
+      executor_(executor),
+      info_(info),
+      blocks_(config_.block_size, plan_.num_blocks, info.sliding_window, info.has_group),
+      scheduler_({config_.max_num_seqs, config_.max_num_batched_tokens}, &blocks_) {
+    stats_.kv_blocks_total[0] = plan_.num_blocks[0];
+    stats_.kv_blocks_total[1] = plan_.num_blocks[1];
+}
+
+Status EngineCore::validate(const std::vector<int32_t>& prompt, const SamplingParams& p) const {
+    if (prompt.empty()) return invalid_argument("prompt is empty");
+    for (size_t i = 0; i < prompt.size(); ++i)
+        if (prompt[i] < 0 || prompt[i] >= config_.vocab_size_real)
+            return invalid_argument("prompt token " + str(static_cast<int64_t>(i)) + " = " + str(prompt[i]) +
+                                    " is outside the vocabulary [0, " + str(config_.vocab_size_real) + ")");
+    VOLT_RETURN_IF_ERROR(validate_sampling_params(p, config_.vocab_size_real));
+    if (p.n > config_.max_num_seqs)
+        return invalid_argument("n = " + str(p.n) + " is over max_num_seqs " + str(config_.max_num_seqs));
+    const int64_t total = static_cast<int64_t>(prompt.size()) + p.max_tokens;
+    if (total > plan_.max_model_len)
+        return out_of_range("prompt (" + str(static_cast<int64_t>(prompt.size())) +
+                            " tokens) + max_tokens (" + str(p.max_tokens) + ") = " + str(total) +
+                            " is over max_model_len " + str(plan_.max_model_len));
+    return Status::ok();
+}
+
+void EngineCore::add_request(std::shared_ptr<RequestHandle> handle, std::vector<int32_t> prompt,
+                             SamplingParams params, uint64_t seed) {
+    auto r = std::make_unique<Request>();
+    r->index = handle->id();
+    r->handle = std::move(handle);
+    r->seed = seed;
+    r->prompt = std::make_shared<const std::vector<int32_t>>(std::move(prompt));
+    r->params = std::move(params);
+    auto s = std::make_unique<Sequence>();
+    s->id = next_seq_++;
+    s->req = r.get();
+    s->pending_forks = r->params.n - 1;
+    r->seqs.push_back(s.get());
+    scheduler_.add_waiting(s.get());
+    seqs_[s->id] = std::move(s);
+    requests_[r->index] = std::move(r);
+}
+
+void EngineCore::abort_request(Request* r) {
+    for (Sequence* s : r->seqs) {
+        scheduler_.remove(s, &pending_updates_);
+        for (int32_t c = s->choice; c <= s->choice + s->pending_forks; ++c) {
+            RequestOutput d;
+            d.choice = c;
+            d.finish = FinishReason::kAbort;
+            r->handle->push(std::move(d));
+        }
+        seqs_.erase(s->id);
+    }
+    requests_.erase(r->index);
+}
+
+void EngineCore::abort_all() {
+    while (!requests_.empty()) abort_request(requests_.begin()->second.get());
+}
+
+void EngineCore::finish_seq(Sequence* s) {
+    scheduler_.remove(s, &pending_updates_);
+    Request* r = s->req;
+    r->seqs.erase(std::find(r->seqs.begin(), r->seqs.end(), s));
+    ++r->num_finished;
+    dead_.push_back(s->id);
+}
+
+void EngineCore::append_token(Sequence* s, int32_t token, TokenLogprob* lp, bool has_lp) {
+    Request* r = s->req;
+    const SamplingParams& p = r->params;
+    ++stats_.generated_tokens;
+    auto has = [token](const std::vector<int32_t>& v) {
+        return std::find(v.begin(), v.end(), token) != v.end();
+    };
+    RequestOutput d;
+    d.choice = s->choice;
+    if (s->choice == 0 && !r->first_delta_sent) {
+        if (p.prompt_logprobs >= 0) d.prompt_logprobs = std::move(r->prompt_logprobs);
+        r->first_delta_sent = true;
+    }
+    if (has(p.stop_token_ids) || (!p.ignore_eos && has(config_.eos_token_ids))) {
+        d.finish = FinishReason::kStop;
+        d.stop_token = token;
+    } else {
+        s->output.push_back(token);
+        d.tokens.push_back(token);
+        if (has_lp) d.logprobs.push_back(std::move(*lp));
+        if (static_cast<int64_t>(s->output.size()) >= p.max_tokens || s->num_tokens() >= plan_.max_model_len)
+            d.finish = FinishReason::kLength;
+    }
+    const bool finished = d.finish != FinishReason::kNone;
+    r->handle->push(std::move(d));
+    if (finished) finish_seq(s);
+}
+
+void EngineCore::build_batch(const std::vector<ScheduledSeq>& sched) {
+    StepBatch& b = batch_;
+    const int64_t bs = config_.block_size;
+    b.num_seqs = static_cast<int64_t>(sched.size());
+    b.vocab_size_real = config_.vocab_size_real;
+    for (size_t i = 0; i < sched.size(); ++i) {
+        Sequence* s = sched[i].seq;
+        const Request* r = s->req;
+        const int64_t c = s->num_computed, q = sched[i].num_new;
+        const auto start = static_cast<int32_t>(b.token_ids.size());
+        for (int64_t p = c; p < c + q; ++p) {
+            b.token_ids.push_back(s->token_at(p));
+            b.positions.push_back(static_cast<int32_t>(p));
+            for (int g = 0; g < kNumKvGroups; ++g)
+                b.slot_mapping[g].push_back(blocks_.has_group(g) ? s->blocks.table[g][p / bs] * bs + p % bs
+                                                                 : -1);
+        }
+        b.query_start_loc.push_back(static_cast<int32_t>(b.token_ids.size()));
+        b.context_lens.push_back(static_cast<int32_t>(c + q));
+        b.seq_ids.push_back(s->id);
+        b.request_index.push_back(r->index);
+        b.sampling.push_back({&r->params, r->prompt.get(), &s->output});
+        const auto seq = static_cast<int32_t>(i);
+        if (r->params.prompt_logprobs >= 0 && !r->first_delta_sent) {
+            const int64_t lo = std::max<int64_t>(c, static_cast<int64_t>(r->prompt_logprobs.size()));
+            const int64_t hi = std::min<int64_t>(c + q, s->num_prompt() - 1);
+            for (int64_t p = lo; p < hi; ++p) {
+                LogitsRow row;
+                row.row = start + static_cast<int32_t>(p - c);
+                row.seq = seq;
+                row.target = (*r->prompt)[p + 1];
+                row.num_logprobs = r->params.prompt_logprobs;
+                b.logits_rows.push_back(row);
+            }
+        }
+        if (c + q == s->num_tokens()) {
+            for (int32_t k = 0; k <= s->pending_forks; ++k) {
+                LogitsRow row;
+                row.row = start + static_cast<int32_t>(q - 1);
+                row.seq = seq;
+                row.seed = r->seed + static_cast<uint64_t>(s->choice + k);
+                row.output_index = static_cast<int64_t>(s->output.size());
+                row.num_logprobs = r->params.logprobs;
+                b.logits_rows.push_back(row);
+            }
+        }
+    }
+    b.num_tokens = static_cast<int64_t>(b.token_ids.size());
+}
+
+Result<bool> EngineCore::step() {
+    std::vector<Request*> aborted;
+    for (auto& [id, r] : requests_)
+        if (r->handle->aborted()) aborted.push_back(r.get());
+    for (Request* r : aborted) abort_request(r);
+
+    batch_.clear();
+    std::vector<ScheduledSeq> sched = scheduler_.schedule(&pending_updates_, &batch_.copies);
+    if (sched.empty()) {
+        VOLT_CHECK(scheduler_.running().empty() && scheduler_.waiting().empty())
+            << "sequences wait but none can be scheduled";
+        return false;
+    }
+    batch_.table_updates.swap(pending_updates_);
+    pending_updates_.clear();
+    build_batch(sched);
+    result_.tokens.clear();
+    result_.logprobs.clear();
+    VOLT_RETURN_IF_ERROR(executor_->execute(batch_, &result_));
+    VOLT_CHECK_EQ(result_.tokens.size(), batch_.logits_rows.size());
+    const bool have_lp = !result_.logprobs.empty();
+    VOLT_CHECK(!have_lp || result_.logprobs.size() == batch_.logits_rows.size()) << "logprobs per logits row";
+
+    size_t r = 0;
+    std::vector<int64_t> touched;  // request indices that drew tokens
+    for (size_t i = 0; i < sched.size(); ++i) {
+        Sequence* s = sched[i].seq;
+        Request* req = s->req;
+        const int64_t c = s->num_computed, q = sched[i].num_new;
+        s->num_computed += q;
+        stats_.prompt_tokens += std::max<int64_t>(0, std::min(c + q, s->num_prompt()) - c);
+        for (; r < batch_.logits_rows.size() && batch_.logits_rows[r].seq == static_cast<int32_t>(i) &&
+               batch_.logits_rows[r].target >= 0;
+             ++r) {
+            VOLT_CHECK(have_lp) << "the executor returned no logprobs for a prompt row";
+            req->prompt_logprobs.push_back(std::move(result_.logprobs[r]));
+        }
+        const size_t first = r;
+        while (r < batch_.logits_rows.size() && batch_.logits_rows[r].seq == static_cast<int32_t>(i)) ++r;
+        blocks_.free_outside_window(s->id, &s->blocks, s->num_computed, &pending_updates_);
+        if (first == r) continue;
+        // The prompt is done: fork the other choices (they share every block), then append each draw.
+        std::vector<Sequence*> takers{s};
+        for (int32_t k = 1; k <= s->pending_forks; ++k) {
+            auto child = std::make_unique<Sequence>();
+            child->id = next_seq_++;
+            child->req = req;
+            child->choice = k;
+            child->num_computed = s->num_computed;
+            blocks_.fork(s->blocks, child->id, &child->blocks, &pending_updates_);
+            req->seqs.push_back(child.get());
+            scheduler_.add_running(child.get());
+            takers.push_back(child.get());
+            seqs_[child->id] = std::move(child);
+        }
+        s->pending_forks = 0;
+        VOLT_CHECK_EQ(takers.size(), r - first);
+        for (size_t k = 0; k < takers.size(); ++k) {
+            const size_t row = first + k;
+            TokenLogprob* lp = have_lp ? &result_.logprobs[row] : nullptr;
+            append_token(takers[k], result_.tokens[row], lp,
+                         have_lp && batch_.logits_rows[row].num_logprobs >= 0);
+        }
+        touched.push_back(req->index);
+    }
+    // Forget finished sequences, then requests whose choices all finished.
+    for (int64_t id : dead_) seqs_.erase(id);
+    dead_.clear();
+    for (int64_t index : touched) {
+        auto it = requests_.find(index);
+        if (it == requests_.end() || it->second->num_finished < it->second->params.n) continue;
+        ++stats_.requests_finished;
+        requests_.erase(it);
+    }
+    ++stats_.num_steps;
+    return true;
+}
+
+int64_t EngineCore::num_waiting_requests() const { return static_cast<int64_t>(scheduler_.waiting().size()); }
+
+EngineStats EngineCore::stats() const {
+    EngineStats st = stats_;
+    st.num_running_seqs = static_cast<int64_t>(scheduler_.running().size());
+    st.num_waiting_seqs = static_cast<int64_t>(scheduler_.waiting().size());
+    st.num_preemptions = scheduler_.num_preemptions();
+    for (int g = 0; g < kNumKvGroups; ++g)
+        st.kv_blocks_used[g] = blocks_.pool(g).num_total() - blocks_.pool(g).num_free();
+    return st;
+}
+
+Status EngineCore::check_invariants() const {
+    std::vector<const SeqBlocks*> all;
+    for (const auto& [id, s] : seqs_) all.push_back(&s->blocks);
+    VOLT_RETURN_IF_ERROR(blocks_.check(all));
+    for (const Sequence* s : scheduler_.waiting())
+        if (!s->blocks.table[0].empty() || !s->blocks.table[1].empty() || s->num_computed != 0)
+            return internal_error("waiting sequence " + str(s->id) + " holds blocks");
+    for (const Sequence* s : scheduler_.running()) {
+        if (s->num_computed >= s->num_tokens())
+            return internal_error("running sequence " + str(s->id) + " has nothing left to compute");
+        if (blocks_.has_group(1) && info_.sliding_window > 0) {
+            int64_t held = 0;
+            for (int32_t b : s->blocks.table[1]) held += b >= 0 ? 1 : 0;
+            const int64_t bound = (info_.sliding_window - 1) / config_.block_size + 2;
+            if (held > bound)
+                return internal_error("sequence " + str(s->id) + " holds " + str(held) +
+                                      " sliding blocks between steps, over " + str(bound));
+        }
+    }
+    if (static_cast<int64_t>(scheduler_.running().size()) > config_.max_num_seqs)
+        return internal_error("running sequences over max_num_seqs");
+    if (all.size() != scheduler_.running().size() + scheduler_.waiting().size())
+        return internal_error("sequences neither running nor waiting");
+    return Status::ok();
+}
+
+}  // namespace volt::engine

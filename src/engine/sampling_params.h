@@ -1,0 +1,47 @@
+// What a request asks of the sampler and of the stop rules (OpenAI / vLLM meanings), and the logprob
+// record returned for a token. Validated by validate_sampling_params; applied by the sample op
+// (ops/sample.h, CPU twin src/cpu/sample.cc) and by the engine's token-level stop rules (engine.cc).
+// Tests: tests/unit/engine/sample_test.cc, engine_test.cc.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "core/status.h"
+
+namespace volt::engine {
+
+struct SamplingParams {
+    float temperature = 1.0f;  // < 1e-5: greedy (argmax of the processed logits, ties -> lower id)
+    float top_p = 1.0f;        // (0, 1]
+    float min_p = 0.0f;        // [0, 1]
+    int32_t top_k = 0;         // 0: off
+    float presence_penalty = 0, frequency_penalty = 0;  // [-2, 2], on output tokens (OpenAI)
+    float repetition_penalty = 1.0f;                    // > 0, on prompt + output tokens (vLLM/HF)
+    std::vector<std::pair<int32_t, float>> logit_bias;  // token id -> added to its logit
+    std::optional<uint64_t> seed;                       // none: the engine draws one at submit
+    int32_t max_tokens = 16;                            // >= 1
+    std::vector<int32_t> stop_token_ids;
+    bool ignore_eos = false;       // true: the model's EOS ids do not stop (stop_token_ids still do)
+    int32_t n = 1;                 // choices; they share the prompt's KV blocks (copy-on-write)
+    int32_t logprobs = -1;         // -1: none; k >= 0: the sampled token's logprob + the top k
+    int32_t prompt_logprobs = -1;  // -1: none; k >= 0: logprob of every prompt token after the first + top k
+    std::vector<int32_t> allowed_token_ids;  // empty: all (padded vocabulary ids are always masked)
+};
+
+// Logprobs are vLLM's default ("raw_logprobs"): log_softmax of the model's raw logits over the real
+// vocabulary, before logit bias, penalties, temperature, the allowed-token mask and top-k/p/min-p.
+struct TokenLogprob {
+    int32_t token = 0;
+    float logprob = 0.0f;
+    std::vector<std::pair<int32_t, float>> top;  // the k most likely tokens, descending (ties: lower id)
+};
+
+// kInvalidArgument naming the field: ranges above, token ids in logit_bias / stop_token_ids /
+// allowed_token_ids below vocab_size_real, logprobs counts at most kMaxLogprobs.
+Status validate_sampling_params(const SamplingParams& p, int64_t vocab_size_real);
+inline constexpr int32_t kMaxLogprobs = 20;
+
+}  // namespace volt::engine

@@ -1,0 +1,103 @@
+// Engine flags parse into EngineConfig with vLLM's names; the scripted executor built from a script file
+// drives a threaded Engine and replays the file's ids (what `serve --executor scripted` runs).
+#include "engine/engine_flags.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+
+namespace volt::engine {
+namespace {
+
+Status parse(std::vector<std::string> args, EngineFlags* f) {
+    CLI::App app;
+    add_engine_flags(&app, f);
+    std::vector<const char*> argv{"voltllm"};
+    for (const auto& a : args) argv.push_back(a.c_str());
+    try {
+        app.parse(static_cast<int>(argv.size()), argv.data());
+    } catch (const CLI::ParseError& e) {
+        return invalid_argument(e.what());
+    }
+    return check_engine_flags(*f);
+}
+
+std::string write_temp(const std::string& name, const std::string& text) {
+    const std::string path = std::string(VOLT_BINARY_DIR) + "/" + name;
+    std::ofstream(path) << text;
+    return path;
+}
+
+TEST(EngineFlagsTest, ParsesVllmNames) {
+    EngineFlags f;
+    ASSERT_TRUE(parse({"--block-size", "32", "--max-num-seqs", "8", "--max-num-batched-tokens", "512",
+                       "--max-model-len", "4096", "--kv-cache-memory-bytes", "1000000",
+                       "--num-gpu-blocks-override", "77", "--swap-space", "4"},
+                      &f)
+                    .is_ok());
+    EXPECT_EQ(f.config.block_size, 32);
+    EXPECT_EQ(f.config.max_num_seqs, 8);
+    EXPECT_EQ(f.config.max_num_batched_tokens, 512);
+    EXPECT_EQ(f.config.max_model_len, 4096);
+    EXPECT_EQ(f.config.kv_cache_memory_bytes, 1000000);
+    EXPECT_EQ(f.config.num_kv_blocks_override, 77);
+    EXPECT_EQ(f.swap_space_gib, 4.0);
+    EngineFlags d;
+    ASSERT_TRUE(parse({}, &d).is_ok());
+    EXPECT_EQ(d.config.block_size, 16);
+    EXPECT_EQ(d.executor, "cpu");
+    EngineFlags s;
+    EXPECT_FALSE(parse({"--executor", "scripted"}, &s).is_ok());
+    EngineFlags t;
+    EXPECT_FALSE(parse({"--executor", "tpu"}, &t).is_ok());
+}
+
+TEST(EngineFlagsTest, ScriptedExecutorReplaysTheFile) {
+    const std::string path =
+        write_temp("engine_flags_test_script.json", R"({"outputs": [[5, 6, 7], [9]], "end_token": 3,
+            "vocab_size": 50})");
+    EngineFlags f;
+    ASSERT_TRUE(parse({"--executor", "scripted", "--script", path}, &f).is_ok());
+    auto ex = make_executor(f, nullptr);
+    ASSERT_TRUE(ex.is_ok()) << ex.status().to_string();
+    f.config.eos_token_ids = {3};
+    auto engine = Engine::create(f.config, std::move(*ex));
+    ASSERT_TRUE(engine.is_ok()) << engine.status().to_string();
+    SamplingParams p;
+    p.max_tokens = 10;
+    std::vector<std::vector<int32_t>> want = {{5, 6, 7}, {9}, {5, 6, 7}};
+    std::vector<std::shared_ptr<RequestHandle>> hs;
+    for (int i = 0; i < 3; ++i) {
+        auto h = (*engine)->submit({1, 2, 3}, p);
+        ASSERT_TRUE(h.is_ok());
+        hs.push_back(*h);
+    }
+    for (int i = 0; i < 3; ++i) {
+        std::vector<int32_t> got;
+        RequestOutput o;
+        std::optional<int32_t> stop;
+        while (hs[i]->next(&o, std::chrono::seconds(5))) {
+            got.insert(got.end(), o.tokens.begin(), o.tokens.end());
+            if (o.stop_token) stop = o.stop_token;
+        }
+        EXPECT_EQ(got, want[i]) << "request " << i;
+        EXPECT_EQ(stop, 3);
+    }
+    EXPECT_EQ((*engine)->submit({60}, p).status().code(), StatusCode::kInvalidArgument);  // vocab 50
+
+    for (const char* bad : {"[[1, 2], 3]", "{\"end_token\": 1}", "[[1, -2]]", "not json", "[]"}) {
+        EngineFlags g;
+        g.executor = "scripted";
+        g.script = write_temp("engine_flags_test_bad.json", bad);
+        auto e = make_executor(g, nullptr);
+        EXPECT_EQ(e.status().code(), StatusCode::kInvalidArgument) << bad;
+    }
+    EngineFlags missing;
+    missing.executor = "scripted";
+    missing.script = "/nonexistent/script.json";
+    EXPECT_EQ(make_executor(missing, nullptr).status().code(), StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace volt::engine

@@ -1,0 +1,365 @@
+// EngineCore + Scheduler + BlockManager over random workloads with a simulated executor that models
+// the KV cache as (token, position) per slot: every step it checks the batch limits, that each new row
+// writes its own slot, and that every key a query would read (whole prefix for the full group, the
+// window for the sliding group) holds that sequence's token at that position -- so a wrong block table,
+// copy-on-write or preemption shows up as a wrong key. Outputs are a known function of (request,
+// seed + choice, output index); free + used = total is checked after every step. Token-level stop rules
+// run on the scripted executor.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <random>
+
+#include "engine/engine_core.h"
+#include "engine/scripted_executor.h"
+
+namespace volt::engine {
+namespace {
+
+int32_t scripted_token(int64_t request, uint64_t seed, int64_t k) {
+    return static_cast<int32_t>((request * 131 + static_cast<int64_t>(seed) * 17 + k * 7) % 900);
+}
+
+class SimExecutor final : public Executor {
+  public:
+    SimExecutor(int64_t window, int64_t max_tokens, int64_t max_seqs)
+        : window_(window), max_tokens_(max_tokens), max_seqs_(max_seqs) {}
+    ExecutorInfo info() const override {
+        ExecutorInfo i;
+        i.vocab_size = 1000;
+        i.sliding_window = window_;
+        i.max_position_embeddings = 100000;
+        i.eos_token_ids = {999};
+        i.has_group[0] = true;
+        i.has_group[1] = window_ > 0;
+        return i;
+    }
+    int64_t bytes_per_block(int64_t, int) const override { return 0; }
+    Status init_cache(int64_t block_size, const int64_t num_blocks[kNumKvGroups]) override {
+        bs_ = block_size;
+        for (int g = 0; g < kNumKvGroups; ++g) cache_[g].assign(num_blocks[g] * bs_, {-1, -1});
+        return Status::ok();
+    }
+    Status execute(const StepBatch& b, StepResult* result) override {
+        EXPECT_LE(b.num_tokens, max_tokens_);
+        EXPECT_LE(b.num_seqs, max_seqs_);
+        EXPECT_GT(b.num_tokens, 0);
+        for (const auto& u : b.table_updates) {
+            if (u.index < 0) {
+                tables_[u.group].erase(u.seq_id);
+                continue;
+            }
+            auto& t = tables_[u.group][u.seq_id];
+            if (static_cast<int32_t>(t.size()) <= u.index) t.resize(u.index + 1, -1);
+            t[u.index] = u.block;
+        }
+        for (const auto& c : b.copies)
+            for (int64_t o = 0; o < bs_; ++o)
+                cache_[c.group][c.dst * bs_ + o] = cache_[c.group][c.src * bs_ + o];
+        const int groups = window_ > 0 ? 2 : 1;
+        std::map<int64_t, int> written;
+        for (int64_t s = 0; s < b.num_seqs; ++s) {
+            const auto& ss = b.sampling[s];
+            auto token_at = [&](int64_t p) {
+                const auto P = static_cast<int64_t>(ss.prompt->size());
+                return p < P ? (*ss.prompt)[p] : (*ss.output)[p - P];
+            };
+            const int64_t q = b.query_start_loc[s + 1] - b.query_start_loc[s], ctx = b.context_lens[s];
+            for (int64_t i = 0; i < q; ++i) {
+                const int64_t row = b.query_start_loc[s] + i, p = ctx - q + i;
+                EXPECT_EQ(b.positions[row], p);
+                EXPECT_EQ(b.token_ids[row], token_at(p));
+                for (int g = 0; g < groups; ++g) {
+                    const auto& t = tables_[g][b.seq_ids[s]];
+                    EXPECT_LT(p / bs_, static_cast<int64_t>(t.size()));
+                    EXPECT_GE(t[p / bs_], 0);
+                    const int64_t slot = t[p / bs_] * bs_ + p % bs_;
+                    EXPECT_EQ(b.slot_mapping[g][row], slot);
+                    EXPECT_EQ(written[slot * 2 + g]++, 0) << "two rows write slot " << slot;
+                    cache_[g][slot] = {token_at(p), p};
+                }
+            }
+            for (int g = 0; g < groups; ++g) {
+                const auto& t = tables_[g][b.seq_ids[s]];
+                const int64_t lo = g == 1 ? std::max<int64_t>(0, ctx - q - window_ + 1) : 0;
+                for (int64_t p = lo; p < ctx; ++p) {
+                    const int32_t block = t[p / bs_];
+                    if (block < 0) {
+                        ADD_FAILURE()
+                            << "group " << g << " seq " << b.seq_ids[s] << " position " << p << " not held";
+                        return internal_error("key not held");
+                    }
+                    const auto [tok, pos] = cache_[g][block * bs_ + p % bs_];
+                    if (pos != p || tok != token_at(p)) {
+                        ADD_FAILURE() << "group " << g << " seq " << b.seq_ids[s] << " position " << p
+                                      << " reads (token " << tok << ", position " << pos << "), wants token "
+                                      << token_at(p);
+                        return internal_error("wrong key");
+                    }
+                }
+            }
+        }
+        result->tokens.clear();
+        result->logprobs.assign(b.logits_rows.size(), {});
+        for (size_t i = 0; i < b.logits_rows.size(); ++i) {
+            const auto& r = b.logits_rows[i];
+            result->tokens.push_back(
+                r.target >= 0 ? r.target : scripted_token(b.request_index[r.seq], r.seed, r.output_index));
+            result->logprobs[i].token = result->tokens.back();
+        }
+        ++steps;
+        return Status::ok();
+    }
+    int64_t steps = 0;
+
+  private:
+    int64_t window_, max_tokens_, max_seqs_, bs_ = 0;
+    std::map<int64_t, std::vector<int32_t>> tables_[kNumKvGroups];
+    std::vector<std::pair<int32_t, int64_t>> cache_[kNumKvGroups];
+};
+
+struct Choice {
+    std::vector<int32_t> tokens;
+    FinishReason finish = FinishReason::kNone;
+};
+
+void drain(RequestHandle& h, std::vector<Choice>* choices) {
+    RequestOutput out;
+    while (h.next(&out, std::chrono::milliseconds(0))) {
+        Choice& c = (*choices)[out.choice];
+        ASSERT_EQ(c.finish, FinishReason::kNone) << "delta after finish";
+        c.tokens.insert(c.tokens.end(), out.tokens.begin(), out.tokens.end());
+        c.finish = out.finish;
+    }
+}
+
+void random_workload(int64_t window, int64_t pool_blocks, uint32_t seed, bool tight) {
+    EngineConfig cfg;
+    cfg.block_size = 4;
+    cfg.max_num_seqs = 6;
+    cfg.max_num_batched_tokens = 16;
+    cfg.num_kv_blocks_override = pool_blocks;
+    SimExecutor ex(window, cfg.max_num_batched_tokens, cfg.max_num_seqs);
+    auto core_or = EngineCore::create(cfg, &ex);
+    ASSERT_TRUE(core_or.is_ok()) << core_or.status().to_string();
+    EngineCore& core = **core_or;
+    std::mt19937 rng(seed);
+    struct Req {
+        std::shared_ptr<RequestHandle> h;
+        SamplingParams p;
+        std::vector<Choice> choices;
+        bool aborted = false;
+    };
+    std::vector<Req> reqs;
+    constexpr int kRequests = 40;
+    int64_t step = 0;
+    while (static_cast<int>(reqs.size()) < kRequests || core.has_requests()) {
+        ASSERT_LT(step++, 20000) << "no progress: deadlock or starvation";
+        while (static_cast<int>(reqs.size()) < kRequests && rng() % 3 == 0) {
+            Req r;
+            const int64_t len = 1 + rng() % 30;
+            std::vector<int32_t> prompt(len);
+            for (auto& t : prompt) t = static_cast<int32_t>(rng() % 900);
+            r.p.max_tokens = 1 + static_cast<int32_t>(rng() % 20);
+            r.p.n = 1 + static_cast<int32_t>(rng() % 3);
+            r.p.seed = rng() % 1000;
+            r.p.prompt_logprobs = rng() % 4 == 0 ? 1 : -1;
+            ASSERT_TRUE(core.validate(prompt, r.p).is_ok());
+            r.h = std::make_shared<RequestHandle>(static_cast<int64_t>(reqs.size()),
+                                                  static_cast<int32_t>(len), r.p.n, nullptr);
+            r.choices.resize(r.p.n);
+            core.add_request(r.h, prompt, r.p, *r.p.seed);
+            reqs.push_back(std::move(r));
+        }
+        if (rng() % 40 == 0 && !reqs.empty()) {
+            Req& r = reqs[rng() % reqs.size()];
+            if (!r.h->done()) {
+                r.h->abort();
+                r.aborted = true;
+            }
+        }
+        auto ran = core.step();
+        ASSERT_TRUE(ran.is_ok()) << ran.status().to_string();
+        const Status inv = core.check_invariants();
+        ASSERT_TRUE(inv.is_ok()) << "step " << step << ": " << inv.to_string();
+        for (auto& r : reqs) drain(*r.h, &r.choices);
+        if (::testing::Test::HasFatalFailure()) return;
+    }
+    const EngineStats st = core.stats();
+    EXPECT_EQ(st.kv_blocks_used[0] + st.kv_blocks_used[1], 0);
+    if (tight) {
+        EXPECT_GT(st.num_preemptions, 0) << "the pool should be tight enough to preempt";
+    }
+    for (size_t i = 0; i < reqs.size(); ++i) {
+        const Req& r = reqs[i];
+        EXPECT_TRUE(r.h->done());
+        for (int32_t c = 0; c < r.p.n; ++c) {
+            const Choice& ch = r.choices[c];
+            std::vector<int32_t> want;
+            for (int64_t k = 0; k < r.p.max_tokens; ++k) want.push_back(scripted_token(i, *r.p.seed + c, k));
+            if (ch.finish == FinishReason::kAbort) {
+                EXPECT_TRUE(r.aborted);
+                want.resize(std::min(want.size(), ch.tokens.size()));
+            } else {
+                EXPECT_EQ(ch.finish, FinishReason::kLength) << "request " << i << " choice " << c;
+            }
+            EXPECT_EQ(ch.tokens, want) << "request " << i << " choice " << c;
+        }
+    }
+}
+
+TEST(SchedulerTest, RandomWorkloadFullAttentionOnly) { random_workload(0, 16, 1, true); }
+TEST(SchedulerTest, RandomWorkloadWithSlidingWindow) { random_workload(8, 16, 2, true); }
+TEST(SchedulerTest, RandomWorkloadRoomyPool) { random_workload(8, 64, 3, false); }
+
+// ---- Token-level stop rules on the scripted executor.
+
+struct ScriptedRun {
+    std::vector<Choice> choices;
+    std::vector<TokenLogprob> prompt_logprobs;
+    std::optional<int32_t> stop_token;
+    EngineStats stats;
+};
+
+ScriptedRun run_scripted(std::vector<std::vector<int32_t>> script, std::vector<int32_t> prompt,
+                         SamplingParams p) {
+    ScriptedOptions o;
+    o.outputs = std::move(script);
+    o.end_token = 7;
+    o.vocab_size = 100;
+    o.eos_token_ids = {7, 8};
+    ScriptedExecutor ex(o);
+    EngineConfig cfg;
+    cfg.block_size = 4;
+    auto core = EngineCore::create(cfg, &ex);
+    EXPECT_TRUE(core.is_ok());
+    auto h = std::make_shared<RequestHandle>(0, static_cast<int32_t>(prompt.size()), p.n, nullptr);
+    EXPECT_TRUE((*core)->validate(prompt, p).is_ok());
+    (*core)->add_request(h, prompt, p, 1);
+    ScriptedRun run;
+    run.choices.resize(p.n);
+    for (int i = 0; i < 100 && (*core)->has_requests(); ++i) {
+        EXPECT_TRUE((*core)->step().is_ok());
+        RequestOutput out;
+        while (h->next(&out, std::chrono::milliseconds(0))) {
+            auto& c = run.choices[out.choice];
+            c.tokens.insert(c.tokens.end(), out.tokens.begin(), out.tokens.end());
+            c.finish = out.finish;
+            if (out.stop_token) run.stop_token = out.stop_token;
+            if (!out.prompt_logprobs.empty()) {
+                EXPECT_TRUE(run.prompt_logprobs.empty()) << "prompt logprobs sent twice";
+                run.prompt_logprobs = out.prompt_logprobs;
+            }
+        }
+    }
+    EXPECT_TRUE(h->done());
+    run.stats = (*core)->stats();
+    return run;
+}
+
+TEST(SchedulerTest, StopTokenIdsEosMaxTokensIgnoreEos) {
+    SamplingParams p;
+    p.max_tokens = 10;
+    p.stop_token_ids = {30};
+    ScriptedRun r = run_scripted({{10, 20, 30, 40}}, {1, 2, 3}, p);
+    EXPECT_EQ(r.choices[0].tokens, (std::vector<int32_t>{10, 20}));
+    EXPECT_EQ(r.choices[0].finish, FinishReason::kStop);
+    EXPECT_EQ(r.stop_token, 30);
+
+    p.stop_token_ids.clear();
+    r = run_scripted({{10, 8, 40}}, {1}, p);  // 8 is an EOS id
+    EXPECT_EQ(r.choices[0].tokens, (std::vector<int32_t>{10}));
+    EXPECT_EQ(r.stop_token, 8);
+
+    p.ignore_eos = true;
+    p.max_tokens = 3;
+    r = run_scripted({{10, 8, 40, 50}}, {1}, p);
+    EXPECT_EQ(r.choices[0].tokens, (std::vector<int32_t>{10, 8, 40}));
+    EXPECT_EQ(r.choices[0].finish, FinishReason::kLength);
+    EXPECT_FALSE(r.stop_token.has_value());
+
+    p.ignore_eos = false;
+    p.max_tokens = 2;
+    p.n = 3;
+    r = run_scripted({{10, 20, 30}}, {1, 2, 3, 4, 5}, p);
+    for (const auto& c : r.choices) {
+        EXPECT_EQ(c.tokens, (std::vector<int32_t>{10, 20}));
+        EXPECT_EQ(c.finish, FinishReason::kLength);
+    }
+    EXPECT_EQ(r.stats.requests_finished, 1);
+    EXPECT_EQ(r.stats.generated_tokens, 6);
+}
+
+TEST(SchedulerTest, PromptLogprobsOnceForEveryTokenAfterTheFirst) {
+    SamplingParams p;
+    p.max_tokens = 2;
+    p.prompt_logprobs = 0;
+    ScriptedRun r = run_scripted({{10, 20}}, {5, 6, 7, 8, 9, 11}, p);
+    ASSERT_EQ(r.prompt_logprobs.size(), 5u);
+    for (size_t i = 0; i < 5; ++i)
+        EXPECT_EQ(r.prompt_logprobs[i].token, std::vector<int32_t>({6, 7, 8, 9, 11})[i]);
+}
+
+TEST(SchedulerTest, PlanRefusesAMaxModelLenThePoolCannotHold) {
+    ScriptedOptions o;
+    o.outputs = {{1}};
+    ScriptedExecutor ex(o);
+    EngineConfig cfg;
+    cfg.block_size = 16;
+    cfg.num_kv_blocks_override = 10;  // 160 tokens
+    cfg.max_model_len = 161;
+    auto plan = plan_kv_cache(cfg, ex);
+    ASSERT_FALSE(plan.is_ok());
+    EXPECT_EQ(plan.status().code(), StatusCode::kOutOfRange);
+    EXPECT_NE(plan.status().message().find("161"), std::string::npos);
+    EXPECT_NE(plan.status().message().find("160"), std::string::npos);
+    cfg.max_model_len = 0;
+    plan = plan_kv_cache(cfg, ex);
+    ASSERT_TRUE(plan.is_ok());
+    EXPECT_EQ(plan->max_model_len, 160);
+}
+
+// An executor whose blocks cost bytes, to test the budget split.
+class CostlyExecutor final : public Executor {
+  public:
+    ExecutorInfo info() const override {
+        ExecutorInfo i;
+        i.vocab_size = 100;
+        i.sliding_window = 128;
+        i.max_position_embeddings = 131072;
+        i.has_group[0] = i.has_group[1] = true;
+        return i;
+    }
+    int64_t bytes_per_block(int64_t block_size, int) const override { return block_size * 1000; }
+    Status init_cache(int64_t, const int64_t[kNumKvGroups]) override { return Status::ok(); }
+    Status execute(const StepBatch&, StepResult*) override { return internal_error("not for running"); }
+};
+
+TEST(SchedulerTest, PlanSplitsTheBudgetBetweenGroups) {
+    CostlyExecutor ex;
+    EngineConfig cfg;                         // block 16: 16000 bytes a block; 256 seqs; 2048 batched tokens
+    cfg.kv_cache_memory_bytes = 160'000'000;  // 10000 blocks
+    auto plan = plan_kv_cache(cfg, ex);
+    ASSERT_TRUE(plan.is_ok()) << plan.status().to_string();
+    // Sliding: 256 x (127 / 16 + 2) + (127 + 2047) / 16 + 2 = 2304 + 137 = 2441 blocks; full: the rest.
+    EXPECT_EQ(plan->num_blocks[1], 2441);
+    EXPECT_EQ(plan->num_blocks[0], 10000 - 2441);
+    EXPECT_EQ(plan->max_model_len, (10000 - 2441) * 16);
+    // A short --max-model-len with one sequence needs only 2048 / 16 full blocks.
+    cfg.max_model_len = 2048;
+    cfg.max_num_seqs = 1;
+    plan = plan_kv_cache(cfg, ex);
+    ASSERT_TRUE(plan.is_ok()) << plan.status().to_string();
+    EXPECT_EQ(plan->num_blocks[0], 128);
+    EXPECT_EQ(plan->num_blocks[1], 1 * 9 + 137);
+    // A budget below the sliding need: at most half of it goes to the sliding group.
+    cfg = EngineConfig{};
+    cfg.kv_cache_memory_bytes = 48'000'000;  // 3000 blocks: sliding 1500, full 1500
+    plan = plan_kv_cache(cfg, ex);
+    ASSERT_TRUE(plan.is_ok()) << plan.status().to_string();
+    EXPECT_EQ(plan->num_blocks[1], 1500);
+    EXPECT_EQ(plan->num_blocks[0], 1500);
+}
+
+}  // namespace
+}  // namespace volt::engine
