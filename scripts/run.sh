@@ -5,4 +5,4 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 scripts/build.sh
-exec build/tools/voltllm generate --max-tokens 16 "$@"
+exec build/tools/voltllm generate --max-tokens 32 "$@"

@@ -10,6 +10,7 @@
 namespace volt::tools {
 
 void register_logits(CLI::App& app);
+void register_generate(CLI::App& app);  // cmd_generate.cc
 
 // "1,2,3" -> {1, 2, 3}; throws CLI::ValidationError on anything else.
 std::vector<int32_t> parse_id_list(const std::string& s);

@@ -11,6 +11,7 @@ int main(int argc, char** argv) {
     app.add_option("--log-level", log_level, "trace, debug, info, warning, error")->capture_default_str();
     app.set_version_flag("--version", "voltllm 0.1.0");
     volt::tools::register_logits(app);
+    volt::tools::register_generate(app);
     app.parse_complete_callback([&] { volt::init_logging(log_level); });
     volt::tools::register_make_model(app);
     volt::tools::register_convert(app);

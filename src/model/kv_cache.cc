@@ -1,5 +1,9 @@
 #include "model/kv_cache.h"
 
+#include <algorithm>
+
+#include "core/check.h"
+
 namespace volt::model {
 
 KvCache::KvCache(const GptOssConfig& c, int64_t block_size, const int64_t num_blocks[kNumKvGroups])
@@ -7,8 +11,14 @@ KvCache::KvCache(const GptOssConfig& c, int64_t block_size, const int64_t num_bl
     const int64_t row = c.kv_dim();
     for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
         const int64_t n = num_blocks_[kv_group_of(c, l)] * block_size * row;
-        k_.emplace_back(n, 0.0f);
-        v_.emplace_back(n, 0.0f);
+        auto alloc = [n] {
+            auto* p =
+                static_cast<float*>(std::calloc(static_cast<size_t>(std::max<int64_t>(n, 1)), sizeof(float)));
+            VOLT_CHECK(p != nullptr) << "cannot allocate a KV pool of " << n * sizeof(float) << " bytes";
+            return p;
+        };
+        k_.emplace_back(alloc());
+        v_.emplace_back(alloc());
     }
 }
 

@@ -5,6 +5,8 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
+#include <memory>
 #include <vector>
 
 #include "model/config.h"
@@ -24,15 +26,20 @@ class KvCache {
 
     int64_t block_size() const { return block_size_; }
     int64_t num_blocks(KvGroup g) const { return num_blocks_[g]; }
-    float* k(int64_t layer) { return k_[layer].data(); }
-    float* v(int64_t layer) { return v_[layer].data(); }
+    float* k(int64_t layer) { return k_[layer].get(); }
+    float* v(int64_t layer) { return v_[layer].get(); }
     // Bytes of one block of one group, summed over the group's layers (K and V).
     static int64_t bytes_per_block(const GptOssConfig& c, int64_t block_size, KvGroup g);
 
   private:
     int64_t block_size_;
     int64_t num_blocks_[kNumKvGroups];
-    std::vector<std::vector<float>> k_, v_;  // [layer][num_blocks * block_size * nkv * d]
+    // calloc'd: large pools come from fresh zero pages the kernel maps on first write, so a big KV
+    // budget costs no time or resident memory until it is used.
+    struct Free {
+        void operator()(float* p) const { std::free(p); }
+    };
+    std::vector<std::unique_ptr<float[], Free>> k_, v_;  // [layer][num_blocks * block_size * nkv * d]
 };
 
 }  // namespace volt::model

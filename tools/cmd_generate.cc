@@ -1,0 +1,175 @@
+// `voltllm generate`: runs prompts through the engine (continuous batching on the CPU executor) and
+// prints each completion, then the throughput. Prompts: token ids, a text (special tokens recognised, like
+// completions), a chat message (rendered with harmony; reasoning and answer printed apart), or a file
+// with one text prompt per line (all submitted at once). With no --model: the default model.
+#include <chrono>
+#include <ctime>
+#include <fstream>
+#include <iostream>
+
+#include "core/logging.h"
+#include "engine/engine.h"
+#include "engine/engine_flags.h"
+#include "model/loader.h"
+#include "tokenizer/harmony_encoding.h"
+#include "tokenizer/harmony_parser.h"
+#include "tokenizer/tokenizer.h"
+#include "tools/commands.h"
+#include "tools/default_model.h"
+
+namespace volt::tools {
+
+namespace {
+
+struct GenerateArgs {
+    std::string model, prompt_ids, prompt, chat, prompts_file, reasoning_effort = "low";
+    int32_t max_tokens = 64;
+    float temperature = 0.0f, top_p = 1.0f;
+    int32_t top_k = 0;
+    std::optional<uint64_t> seed;
+    bool ignore_eos = false;
+    engine::EngineFlags engine;
+};
+
+[[noreturn]] void fail(const std::string& message) {
+    std::fprintf(stderr, "error: %s\n", message.c_str());
+    std::exit(1);
+}
+
+template <typename T>
+T or_fail(Result<T> r) {
+    if (!r.is_ok()) fail(r.status().to_string());
+    return std::move(r).value();
+}
+
+std::string today() {
+    std::time_t t = std::time(nullptr);
+    char buf[16];
+    std::strftime(buf, sizeof buf, "%Y-%m-%d", std::gmtime(&t));
+    return buf;
+}
+
+void run(const GenerateArgs& a) {
+    const int modes = !a.prompt_ids.empty() + !a.prompt.empty() + !a.chat.empty() + !a.prompts_file.empty();
+    if (modes > 1) fail("give one of --prompt-ids, --prompt, --chat, --prompts-file");
+    Status flags = engine::check_engine_flags(a.engine);
+    if (!flags.is_ok()) fail(flags.to_string());
+    const std::string dir = a.model.empty() ? or_fail(resolve_default_model()) : a.model;
+    auto weights = or_fail(model::load_model(dir));
+    std::shared_ptr<const tokenizer::Tokenizer> tok;
+    if (std::ifstream(dir + "/tokenizer.json"))
+        tok = or_fail(tokenizer::Tokenizer::from_file(dir + "/tokenizer.json"));
+    const bool need_tok = !a.prompt.empty() || !a.chat.empty() || !a.prompts_file.empty() || modes == 0;
+    if (need_tok && !tok) fail(dir + " has no tokenizer.json: give --prompt-ids");
+
+    // Prompts as ids.
+    std::vector<std::vector<int32_t>> prompts;
+    std::shared_ptr<const tokenizer::HarmonyEncoding> harmony;
+    std::vector<int32_t> stop_ids;
+    const std::string chat =
+        modes == 0 ? std::string("Tell me a short story about a lighthouse keeper.") : a.chat;
+    if (!a.prompt_ids.empty()) {
+        prompts.push_back(parse_id_list(a.prompt_ids));
+    } else if (!a.prompt.empty()) {
+        prompts.push_back(or_fail(tok->encode(a.prompt, tokenizer::SpecialTokens::kRecognise)));
+    } else if (!a.prompts_file.empty()) {
+        std::ifstream f(a.prompts_file);
+        if (!f) fail("cannot open " + a.prompts_file);
+        for (std::string line; std::getline(f, line);)
+            if (!line.empty())
+                prompts.push_back(or_fail(tok->encode(line, tokenizer::SpecialTokens::kRecognise)));
+        if (prompts.empty()) fail(a.prompts_file + " holds no prompt");
+    } else {
+        harmony = or_fail(tokenizer::HarmonyEncoding::create(tok));
+        tokenizer::HarmonyConversation conv;
+        tokenizer::SystemOptions sys;
+        sys.current_date = today();
+        sys.reasoning_effort = a.reasoning_effort == "high"     ? tokenizer::ReasoningEffort::kHigh
+                               : a.reasoning_effort == "medium" ? tokenizer::ReasoningEffort::kMedium
+                                                                : tokenizer::ReasoningEffort::kLow;
+        conv.system = sys;
+        conv.messages.push_back(tokenizer::HarmonyMessage::user(chat));
+        prompts.push_back(or_fail(harmony->render_for_completion(conv)).ids);
+        stop_ids = harmony->stop_token_ids();
+    }
+
+    engine::EngineConfig config = a.engine.config;
+    if (tok) config.vocab_size_real = tok->vocab_size();
+    auto executor = or_fail(engine::make_executor(a.engine, weights));
+    auto eng = or_fail(engine::Engine::create(config, std::move(executor)));
+    engine::SamplingParams params;
+    params.max_tokens = a.max_tokens;
+    params.temperature = a.temperature;
+    params.top_p = a.top_p;
+    params.top_k = a.top_k;
+    params.seed = a.seed;
+    params.ignore_eos = a.ignore_eos;
+    params.stop_token_ids = stop_ids;
+
+    const auto t0 = std::chrono::steady_clock::now();
+    std::vector<std::shared_ptr<engine::RequestHandle>> handles;
+    int64_t prompt_tokens = 0;
+    for (const auto& p : prompts) {
+        handles.push_back(or_fail(eng->submit(p, params)));
+        prompt_tokens += static_cast<int64_t>(p.size());
+    }
+    std::vector<std::vector<int32_t>> outputs(handles.size());
+    std::vector<engine::FinishReason> finish(handles.size());
+    for (size_t i = 0; i < handles.size(); ++i) {
+        engine::RequestOutput d;
+        while (!handles[i]->done()) {
+            if (!handles[i]->next(&d, std::chrono::milliseconds(100))) continue;
+            outputs[i].insert(outputs[i].end(), d.tokens.begin(), d.tokens.end());
+            if (d.finish != engine::FinishReason::kNone) finish[i] = d.finish;
+        }
+    }
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    eng->shutdown();
+
+    int64_t generated = 0;
+    for (size_t i = 0; i < outputs.size(); ++i) {
+        generated += static_cast<int64_t>(outputs[i].size());
+        const char* reason = finish[i] == engine::FinishReason::kStop ? "stop" : "length";
+        if (harmony) {
+            auto parsed = tokenizer::parse_completion(harmony, outputs[i]);
+            std::cout << "user: " << chat << "\nreasoning: " << parsed.reasoning
+                      << "\nanswer: " << parsed.content << "\n[finish: " << reason << "]\n";
+        } else if (tok) {
+            std::cout << (prompts.size() > 1 ? "[" + std::to_string(i) + "] " : "") << tok->decode(outputs[i])
+                      << "\n[finish: " << reason << "]\n";
+        } else {
+            std::cout << "[";
+            for (size_t j = 0; j < outputs[i].size(); ++j) std::cout << (j ? "," : "") << outputs[i][j];
+            std::cout << "]\n[finish: " << reason << "]\n";
+        }
+    }
+    std::fprintf(stderr,
+                 "%zu prompts, %lld prompt tokens, %lld generated tokens in %.2f s: %.1f generated tok/s\n",
+                 prompts.size(), static_cast<long long>(prompt_tokens), static_cast<long long>(generated),
+                 seconds, generated / seconds);
+}
+
+}  // namespace
+
+void register_generate(CLI::App& app) {
+    auto a = std::make_shared<GenerateArgs>();
+    auto* cmd =
+        app.add_subcommand("generate", "Generate from prompts on the engine (CPU); prints throughput");
+    cmd->add_option("--model", a->model, "checkpoint directory (default: the embedded default model)");
+    cmd->add_option("--prompt-ids", a->prompt_ids, "comma-separated token ids");
+    cmd->add_option("--prompt", a->prompt, "a text prompt (special tokens recognised)");
+    cmd->add_option("--chat", a->chat, "a user message, rendered with harmony (the default mode)");
+    cmd->add_option("--prompts-file", a->prompts_file, "a file of text prompts, one per line, run together");
+    cmd->add_option("--reasoning-effort", a->reasoning_effort, "low, medium, high (chat)")
+        ->capture_default_str();
+    cmd->add_option("--max-tokens", a->max_tokens)->capture_default_str();
+    cmd->add_option("--temperature", a->temperature, "0: greedy")->capture_default_str();
+    cmd->add_option("--top-p", a->top_p)->capture_default_str();
+    cmd->add_option("--top-k", a->top_k, "0: off")->capture_default_str();
+    cmd->add_option("--seed", a->seed);
+    cmd->add_flag("--ignore-eos", a->ignore_eos);
+    engine::add_engine_flags(cmd, &a->engine);
+    cmd->callback([a] { run(*a); });
+}
+
+}  // namespace volt::tools
