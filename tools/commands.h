@@ -17,5 +17,6 @@ std::vector<int32_t> parse_id_list(const std::string& s);
 void register_make_model(CLI::App& app);  // cmd_make_model.cc
 void register_convert(CLI::App& app);     // cmd_convert.cc
 void register_tokenize(CLI::App& app);    // cmd_tokenize.cc
+void register_bench(CLI::App& app);       // cmd_bench.cc: `voltllm bench serve`
 
 }  // namespace volt::tools

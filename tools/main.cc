@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
     volt::tools::register_make_model(app);
     volt::tools::register_convert(app);
     volt::tools::register_tokenize(app);
+    volt::tools::register_bench(app);
     CLI11_PARSE(app, argc, argv);
     return 0;
 }
