@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
     app.parse_complete_callback([&] { volt::init_logging(log_level); });
     volt::tools::register_make_model(app);
     volt::tools::register_convert(app);
+    volt::tools::register_tokenize(app);
     volt::tools::register_perplexity(app);
     CLI11_PARSE(app, argc, argv);
     return 0;
