@@ -1,8 +1,10 @@
 // The shipped demo model (assets/demo-model, made by tools/demo_model/) against transformers: greedy
 // continuations of the pinned prompts (plain text and harmony chat) must be the token ids
 // GptOssForCausalLM produced for the same MXFP4 export, and the held-out NLL of the pinned chunks must
-// match transformers' within the tolerance below. Pins: tests/data/demo/transformers_pins.json
-// (tools/demo_model/make_pins.py; how they were made: tests/data/README.md).
+// match transformers' within the tolerance below; our tokenizer on the demo tokenizer.json must give HF
+// `tokenizers`' ids for the pinned prompts and decode the pinned continuations to HF's text. Pins:
+// tests/data/demo/transformers_pins.json (tools/demo_model/make_pins.py; how they were made:
+// tests/data/README.md).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -14,6 +16,7 @@
 #include "cpu/cpu_ops.h"
 #include "model/loader.h"
 #include "model/sequence_runner.h"
+#include "tokenizer/tokenizer.h"
 
 namespace volt::model {
 namespace {
@@ -57,6 +60,24 @@ TEST(DemoModel, ConfigMatchesTheTrainingRun) {
     EXPECT_EQ(c.num_local_experts, 8);
     EXPECT_EQ(c.num_experts_per_tok, 2);
     EXPECT_EQ(c.sliding_window, 128);
+}
+
+TEST(DemoModel, TokenizerMatchesHuggingFace) {
+    auto tok = tokenizer::Tokenizer::from_file(kModelDir + "/tokenizer.json");
+    ASSERT_TRUE(tok.is_ok()) << tok.status().to_string();
+    const auto pins = read_pins();
+    EXPECT_EQ((*tok)->token_to_id("<|return|>"), pins["special_ids"]["<|return|>"].get<int32_t>());
+    EXPECT_EQ((*tok)->token_to_id("<|start|>"), pins["special_ids"]["<|start|>"].get<int32_t>());
+    for (const auto& item : pins["greedy"]["export"]) {
+        // Chat prompts are rendered harmony text with the control tokens spelled out: HF encoded them with
+        // special tokens recognised, as does kRecognise.
+        const std::string prompt = item["prompt"].get<std::string>();
+        auto ids = (*tok)->encode(prompt, tokenizer::SpecialTokens::kRecognise);
+        ASSERT_TRUE(ids.is_ok()) << ids.status().to_string();
+        EXPECT_EQ(*ids, item["prompt_ids"].get<std::vector<int32_t>>()) << prompt;
+        const auto out = item["ids"].get<std::vector<int32_t>>();
+        EXPECT_EQ((*tok)->decode(out), item["text"].get<std::string>()) << prompt;
+    }
 }
 
 TEST(DemoModel, GreedyContinuationsEqualTransformers) {
