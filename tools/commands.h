@@ -15,7 +15,7 @@ void register_logits(CLI::App& app);
 std::vector<int32_t> parse_id_list(const std::string& s);
 void register_make_model(CLI::App& app);  // cmd_make_model.cc
 void register_convert(CLI::App& app);     // cmd_convert.cc
-void register_tokenize(CLI::App& app);  // cmd_tokenize.cc
+void register_tokenize(CLI::App& app);    // cmd_tokenize.cc
 void register_perplexity(CLI::App& app);  // cmd_perplexity.cc
 
 }  // namespace volt::tools
