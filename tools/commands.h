@@ -18,5 +18,6 @@ void register_make_model(CLI::App& app);  // cmd_make_model.cc
 void register_convert(CLI::App& app);     // cmd_convert.cc
 void register_tokenize(CLI::App& app);    // cmd_tokenize.cc
 void register_bench(CLI::App& app);       // cmd_bench.cc: `voltllm bench serve`
+void register_perplexity(CLI::App& app);  // cmd_perplexity.cc
 
 }  // namespace volt::tools

@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
     volt::tools::register_convert(app);
     volt::tools::register_tokenize(app);
     volt::tools::register_bench(app);
+    volt::tools::register_perplexity(app);
     CLI11_PARSE(app, argc, argv);
     return 0;
 }
