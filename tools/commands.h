@@ -17,6 +17,8 @@ std::vector<int32_t> parse_id_list(const std::string& s);
 void register_make_model(CLI::App& app);  // cmd_make_model.cc
 void register_convert(CLI::App& app);     // cmd_convert.cc
 void register_tokenize(CLI::App& app);    // cmd_tokenize.cc
+void register_bench(CLI::App& app);       // cmd_bench.cc: `voltllm bench serve`
+void register_perplexity(CLI::App& app);  // cmd_perplexity.cc
 void register_serve(CLI::App& app);       // cmd_serve.cc
 // argv with vLLM's underscore flag spelling rewritten to dashes (cmd_serve.cc).
 std::vector<std::string> normalize_args(int argc, char** argv);

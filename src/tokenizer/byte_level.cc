@@ -1,4 +1,5 @@
-// GPT-2 byte table and strict UTF-8 validation; see byte_level.h.
+// GPT-2 byte table (built once) and strict UTF-8 validation (Unicode Table 3-7, ASCII fast path);
+// see byte_level.h.
 #include "tokenizer/byte_level.h"
 
 #include <array>

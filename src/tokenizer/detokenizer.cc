@@ -1,4 +1,5 @@
-// UTF-8 stream assembly for streaming output; see detokenizer.h.
+// UTF-8 stream assembly for streaming output: complete characters out, a possible prefix held back,
+// U+FFFD per maximal invalid subpart; see detokenizer.h.
 #include "tokenizer/detokenizer.h"
 
 #include "tokenizer/byte_level.h"

@@ -1,13 +1,16 @@
-// Loading tokenizer.json and the encode/decode entry points; see tokenizer.h.
+// Loading tokenizer.json (checks every supported field, refuses the rest with kUnimplemented) and the
+// encode/decode entry points; see tokenizer.h.
 #include "tokenizer/tokenizer.h"
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "tokenizer/byte_level.h"
+#include "tokenizer/tokenizer_json.h"
 
 namespace volt::tokenizer {
 
@@ -44,9 +47,9 @@ Result<std::shared_ptr<const Tokenizer>> Tokenizer::from_json(std::string_view j
 }
 
 Status Tokenizer::load(std::string_view json_text, const std::string& src) {
-    json j = json::parse(json_text, nullptr, /*allow_exceptions=*/false);
-    if (j.is_discarded() || !j.is_object())
-        return data_loss(src + ": not a JSON object (malformed tokenizer.json)");
+    VOLT_ASSIGN_OR_RETURN(TokenizerJson parsed, parse_tokenizer_json(json_text, src));
+    const json& j = parsed.rest;
+    if (!j.is_object()) return data_loss(src + ": not a JSON object (malformed tokenizer.json)");
 
     if (find_field(j, "normalizer"))
         return unimplemented(src + ": 'normalizer' is not supported (must be null)");
@@ -114,51 +117,37 @@ Status Tokenizer::load(std::string_view json_text, const std::string& src) {
             ": model.dropout, continuing_subword_prefix, end_of_word_suffix and byte_fallback "
             "are not supported");
     }
-    const json* vocab = find_field(*model, "vocab");
-    const json* merges = find_field(*model, "merges");
-    if (!vocab || !vocab->is_object()) return data_loss(src + ": model.vocab must be an object");
-    if (!merges || !merges->is_array()) return data_loss(src + ": model.merges must be a list");
+    if (!parsed.has_vocab) return data_loss(src + ": model.vocab must be an object");
+    if (!parsed.has_merges) return data_loss(src + ": model.merges must be a list");
 
     std::vector<std::string> id_bytes;
     std::unordered_map<std::string, int32_t> spelling_to_id;  // only while loading the merges
-    spelling_to_id.reserve(vocab->size());
-    for (const auto& [spelling, idj] : vocab->items()) {
-        if (!idj.is_number_integer() || idj.get<int64_t>() < 0 || idj.get<int64_t>() > INT32_MAX - 1) {
+    spelling_to_id.reserve(parsed.vocab.size());
+    for (auto& [spelling, id64] : parsed.vocab) {
+        if (id64 < 0 || id64 > INT32_MAX - 1) {
             return data_loss(src + ": model.vocab['" + spelling + "'] must be a non-negative integer id");
         }
-        auto id = static_cast<int32_t>(idj.get<int64_t>());
+        auto id = static_cast<int32_t>(id64);
         if (static_cast<size_t>(id) >= id_bytes.size()) id_bytes.resize(id + 1);
         if (!id_bytes[id].empty())
             return data_loss(src + ": model.vocab uses id " + std::to_string(id) + " twice");
         id_bytes[id] = byte_level_to_bytes(spelling);
         if (id_bytes[id].empty()) return data_loss(src + ": model.vocab has an empty token");
-        spelling_to_id.emplace(spelling, id);
+        spelling_to_id.emplace(std::move(spelling), id);
     }
+    parsed.vocab = {};
     std::vector<std::pair<int32_t, int32_t>> merge_ids;
-    merge_ids.reserve(merges->size());
-    for (size_t i = 0; i < merges->size(); ++i) {
-        const json& m = (*merges)[i];
-        std::string a, b;
-        if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
-            a = m[0].get<std::string>();
-            b = m[1].get<std::string>();
-        } else if (m.is_string()) {
-            std::string s = m.get<std::string>();
-            size_t sp = s.find(' ');
-            if (sp == std::string::npos)
-                return data_loss(src + ": model.merges[" + std::to_string(i) + "] is not 'a b'");
-            a = s.substr(0, sp);
-            b = s.substr(sp + 1);
-        } else {
-            return data_loss(src + ": model.merges[" + std::to_string(i) + "] must be a pair of strings");
-        }
-        auto ia = spelling_to_id.find(a), ib = spelling_to_id.find(b);
+    merge_ids.reserve(parsed.merges.size());
+    for (size_t i = 0; i < parsed.merges.size(); ++i) {
+        auto ia = spelling_to_id.find(parsed.merges[i].first),
+             ib = spelling_to_id.find(parsed.merges[i].second);
         if (ia == spelling_to_id.end() || ib == spelling_to_id.end()) {
             return data_loss(src + ": model.merges[" + std::to_string(i) +
                              "] uses a token not in model.vocab");
         }
         merge_ids.emplace_back(ia->second, ib->second);
     }
+    parsed.merges = {};
     spelling_to_id = {};
     vocab_size_ = static_cast<int32_t>(id_bytes.size());
     VOLT_ASSIGN_OR_RETURN(bpe_, BpeModel::create(std::move(id_bytes), merge_ids,
@@ -213,6 +202,11 @@ Status Tokenizer::load(std::string_view json_text, const std::string& src) {
         added_first_byte_[1][first] = true;
         if (!added_[i].special) added_first_byte_[0][first] = true;
     }
+    for (int b = 0; b < 256; ++b) {
+        if (!added_first_byte_[1][b]) continue;
+        single_first_byte_ = single_first_byte_ == -1 ? b : -2;
+    }
+    if (single_first_byte_ == -2) single_first_byte_ = -1;
     return Status::ok();
 }
 
@@ -224,17 +218,48 @@ const Tokenizer::AddedToken* Tokenizer::match_added(std::string_view text, Speci
     return nullptr;
 }
 
+namespace {
+
+// The last stage: BPE on each piece.
+struct BpeSink final : PieceSink {
+    const BpeModel* bpe;
+    std::vector<int32_t>* out;
+    EncodeStats* stats;
+    BpeSink(const BpeModel* b, std::vector<int32_t>* o, EncodeStats* s) : bpe(b), out(o), stats(s) {}
+    void operator()(std::string_view piece) override { bpe->encode_piece(piece, out, stats); }
+};
+
+// A middle stage: splits each piece again with the next pre-tokenizer.
+struct SplitSink final : PieceSink {
+    const RegexSplitter* splitter;
+    PieceSink* next;
+    EncodeStats* stats;
+    Status status;
+    SplitSink(const RegexSplitter* r, PieceSink* n, EncodeStats* s) : splitter(r), next(n), stats(s) {}
+    void operator()(std::string_view piece) override {
+        if (status.is_ok()) status = splitter->split(piece, *next, stats);
+    }
+};
+
+}  // namespace
+
 Status Tokenizer::encode_ordinary(std::string_view text, std::vector<int32_t>* out,
                                   EncodeStats* stats) const {
     if (text.empty()) return Status::ok();
-    std::vector<std::string_view> pieces{text};
-    std::vector<std::string_view> next;
-    for (const auto& splitter : splitters_) {
-        next.clear();
-        for (std::string_view p : pieces) VOLT_RETURN_IF_ERROR(splitter->split(p, &next, stats));
-        pieces.swap(next);
+    BpeSink bpe(bpe_.get(), out, stats);
+    if (splitters_.empty()) {
+        bpe(text);
+        return Status::ok();
     }
-    for (std::string_view p : pieces) bpe_->encode_piece(p, out, stats);
+    // Pieces stream through the stages; nothing the size of the text is materialised.
+    std::vector<std::unique_ptr<SplitSink>> stages;
+    PieceSink* next = &bpe;
+    for (size_t i = splitters_.size(); i-- > 1;) {
+        stages.push_back(std::make_unique<SplitSink>(splitters_[i].get(), next, stats));
+        next = stages.back().get();
+    }
+    VOLT_RETURN_IF_ERROR(splitters_[0]->split(text, *next, stats));
+    for (const auto& stage : stages) VOLT_RETURN_IF_ERROR(stage->status);
     return Status::ok();
 }
 
@@ -256,7 +281,13 @@ Result<std::vector<int32_t>> Tokenizer::encode_with_stats(std::string_view text,
     size_t segment = 0;
     for (size_t i = 0; i < text.size();) {
         if (!may_start[static_cast<uint8_t>(text[i])]) {
-            ++i;
+            // Jump to the next candidate byte (gpt-oss: every added token starts with '<').
+            if (single_first_byte_ >= 0) {
+                const void* next = std::memchr(text.data() + i + 1, single_first_byte_, text.size() - i - 1);
+                i = next ? static_cast<size_t>(static_cast<const char*>(next) - text.data()) : text.size();
+            } else {
+                ++i;
+            }
             continue;
         }
         const AddedToken* t = match_added(text.substr(i), mode);

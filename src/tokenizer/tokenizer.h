@@ -75,7 +75,7 @@ class Tokenizer {
     Status load(std::string_view json_text, const std::string& source);
     // Encodes text that holds no added token to recognise: pre-tokenizer, then BPE per piece.
     Status encode_ordinary(std::string_view text, std::vector<int32_t>* out, EncodeStats* stats) const;
-    // Length of the longest added token that starts at text[0] and is recognised in `mode`; 0 if none.
+    // The longest added token that starts at text[0] and is recognised in `mode`; nullptr if none.
     const AddedToken* match_added(std::string_view text, SpecialTokens mode) const;
 
     std::unique_ptr<BpeModel> bpe_;
@@ -84,6 +84,7 @@ class Tokenizer {
     std::unordered_map<std::string, int32_t> added_by_content_;
     std::unordered_map<int32_t, size_t> added_by_id_;  // id -> index in added_
     bool added_first_byte_[2][256] = {};  // [recognise special?][byte]: may an added token start here
+    int single_first_byte_ = -1;          // the one byte every added token starts with, or -1
     int32_t vocab_size_ = 0;
 };
 

@@ -147,6 +147,15 @@ TEST(TokenizerBpe, DecodeAndLookups) {
     EXPECT_TRUE(t->token_bytes(99).empty());
 }
 
+TEST(TokenizerLoad, MergesAsSpaceSeparatedStrings) {
+    json j = tiny_json(false);
+    j["model"]["merges"] = json::array({"b c", "a b", "a bc", "a a", "aa aa"});  // the older form
+    auto t = Tokenizer::from_json(j.dump(), "strings.json");
+    ASSERT_TRUE(t.is_ok()) << t.status().to_string();
+    EXPECT_EQ(enc(**t, "abc"), (Ids{7}));
+    EXPECT_EQ(enc(**t, "aaaaa"), (Ids{9, 0}));
+}
+
 Status load_error(const json& j) {
     auto t = Tokenizer::from_json(j.dump(), "test.json");
     return t.is_ok() ? Status::ok() : t.status();
@@ -170,6 +179,20 @@ TEST(TokenizerLoad, Errors) {
 
     j = tiny_json(false);
     j["model"]["merges"].push_back(json::array({"c", "d"}));  // "cd" is not in the vocabulary
+    EXPECT_EQ(load_error(j).code(), StatusCode::kDataLoss);
+
+    j = tiny_json(false);
+    j["model"]["vocab"]["ab"] = "5";
+    s = load_error(j);
+    EXPECT_EQ(s.code(), StatusCode::kDataLoss);
+    EXPECT_NE(s.message().find("model.vocab['ab']"), std::string::npos) << s.message();
+
+    j = tiny_json(false);
+    j["model"]["merges"].push_back(json::array({"a"}));
+    EXPECT_EQ(load_error(j).code(), StatusCode::kDataLoss);
+
+    j = tiny_json(false);
+    j["model"].erase("vocab");
     EXPECT_EQ(load_error(j).code(), StatusCode::kDataLoss);
 
     j = tiny_json(false);

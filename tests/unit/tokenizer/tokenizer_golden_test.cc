@@ -4,8 +4,10 @@
 // (command in tests/data/README.md).
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "tokenizer/byte_level.h"
 #include "tokenizer/pretokenizer.h"
@@ -75,16 +77,42 @@ TEST_F(Golden, EncodeBothModes) {
     }
 }
 
+// encode is const and shared across server threads: eight threads at once give the same ids.
+TEST_F(Golden, ConcurrentEncodeMatches) {
+    const json& cases = (*golden_)["cases"];
+    std::atomic<int> mismatches{0};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 8; ++t) {
+        threads.emplace_back([&, t] {
+            for (int round = 0; round < 5; ++round) {
+                for (size_t i = t % 3; i < cases.size(); ++i) {
+                    auto ids = tok().encode(cases[i]["text"].get<std::string>(),
+                                            i % 2 ? SpecialTokens::kIgnore : SpecialTokens::kRecognise);
+                    const json& want = cases[i][i % 2 ? "ids_no_special" : "ids"];
+                    if (!ids.is_ok() || *ids != want.get<Ids>()) ++mismatches;
+                }
+            }
+        });
+    }
+    for (auto& th : threads) th.join();
+    EXPECT_EQ(mismatches.load(), 0);
+}
+
+// Both engines: the ASCII matcher (with hand-over) and Oniguruma alone.
 TEST_F(Golden, PreTokenizerPieces) {
-    auto splitter = RegexSplitter::create(*pattern_);
-    ASSERT_TRUE(splitter.is_ok());
-    for (const auto& c : (*golden_)["cases"]) {
-        std::string text = c["text"].get<std::string>();
-        std::vector<std::string_view> pieces;
-        ASSERT_TRUE((*splitter)->split(text, &pieces, nullptr).is_ok());
-        std::vector<std::string> spelled;
-        for (auto p : pieces) spelled.push_back(bytes_to_byte_level(p));
-        EXPECT_EQ(spelled, c["pieces"].get<std::vector<std::string>>()) << json(text).dump();
+    for (bool fast : {true, false}) {
+        auto splitter = RegexSplitter::create(*pattern_, fast);
+        ASSERT_TRUE(splitter.is_ok());
+        EXPECT_EQ((*splitter)->has_fast_path(), fast);
+        for (const auto& c : (*golden_)["cases"]) {
+            std::string text = c["text"].get<std::string>();
+            std::vector<std::string_view> pieces;
+            ASSERT_TRUE((*splitter)->split(text, &pieces, nullptr).is_ok());
+            std::vector<std::string> spelled;
+            for (auto p : pieces) spelled.push_back(bytes_to_byte_level(p));
+            EXPECT_EQ(spelled, c["pieces"].get<std::vector<std::string>>())
+                << json(text).dump() << " fast " << fast;
+        }
     }
 }
 

@@ -1,0 +1,443 @@
+// The vLLM serve flag table and the command-line pre-pass; see vllm_flags.h. Row texts are copied into
+// docs/flags.md; tests/unit/ops/vllm_flags_test.cc fails when the two differ.
+#include "server/vllm_flags.h"
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <limits>
+
+namespace volt::server {
+namespace {
+
+using A = FlagArity;
+using S = FlagStatus;
+using O = FlagOrigin;
+
+// Sorted by name (a test checks). Keep each text to one line: it is the notice or the error users read.
+constexpr VllmFlag kFlags[] = {
+    {"--allow-credentials", "", A::kSwitch, S::kAcceptedWithNotice, O::kVllm, false,
+     "CORS headers are not sent; put a reverse proxy in front for browser clients"},
+    {"--allowed-headers", "", A::kValue, S::kAcceptedWithNotice, O::kVllm, false,
+     "CORS headers are not sent; put a reverse proxy in front for browser clients"},
+    {"--allowed-methods", "", A::kValue, S::kAcceptedWithNotice, O::kVllm, false,
+     "CORS headers are not sent; put a reverse proxy in front for browser clients"},
+    {"--allowed-origins", "", A::kValue, S::kAcceptedWithNotice, O::kVllm, false,
+     "CORS headers are not sent; put a reverse proxy in front for browser clients"},
+    {"--api-key", "", A::kValues, S::kHonoured, O::kVllm, false,
+     "requires `Authorization: Bearer KEY` on every route but /health (vLLM leaves more routes open)"},
+    {"--async-scheduling", "", A::kSwitch, S::kAcceptedWithNotice, O::kVllm, true,
+     "ignored: voltllm's engine loop has one scheduling mode"},
+    {"--block-size", "", A::kValue, S::kHonoured, O::kVllm, false, "tokens per KV-cache block (default 16)"},
+    {"--chat-template", "", A::kValue, S::kAcceptedWithNotice, O::kVllm, false,
+     "ignored: gpt-oss prompts are rendered by the built-in harmony renderer, not a Jinja template"},
+    {"--compilation-config", "-cc", A::kValue, S::kAcceptedWithNotice, O::kVllm, false,
+     "ignored: there is no torch.compile here"},
+    {"--config", "", A::kValue, S::kRejected, O::kVllm, false,
+     "YAML config files are not read; pass the flags on the command line"},
+    {"--cpu-offload-gb", "", A::kValue, S::kRejected, O::kVllm, false,
+     "weight offloading to CPU memory is not implemented"},
+    {"--data-parallel-size", "-dp", A::kValue, S::kRejected, O::kVllm, false,
+     "run one voltllm process per GPU group behind a load balancer instead"},
+    {"--disable-custom-all-reduce", "", A::kSwitch, S::kAcceptedWithNotice, O::kVllm, false,
+     "ignored: tensor-parallel all-reduce always goes through NCCL here"},
+    {"--disable-fastapi-docs", "", A::kSwitch, S::kAcceptedWithNotice, O::kVllm, false,
+     "ignored: there are no /docs pages"},
+    {"--disable-frontend-multiprocessing", "", A::kSwitch, S::kAcceptedWithNotice, O::kVllm, false,
+     "ignored: the HTTP front end and the engine share one process"},
+    {"--disable-log-requests", "", A::kSwitch, S::kAcceptedWithNotice, O::kVllmRemoved, true,
+     "removed from vLLM (PR #29402); request logging is already off unless --enable-log-requests"},
+    {"--disable-log-stats", "", A::kSwitch, S::kHonoured, O::kVllm, false,
+     "turns off the periodic stats line in the log (/metrics still works)"},
+    {"--disable-sliding-window", "", A::kSwitch, S::kRejected, O::kVllm, false,
+     "gpt-oss alternates sliding-window and full attention layers; turning the window off changes the model"},
+    {"--disable-uvicorn-access-log", "", A::kSwitch, S::kAcceptedWithNotice, O::kVllm, false,
+     "ignored: there is no per-connection access log (see --enable-log-requests)"},
+    {"--distributed-executor-backend", "", A::kValue, S::kAcceptedWithNotice, O::kVllm, false,
+     "ignored: one process drives all its GPUs through NCCL"},
+    {"--download-dir", "", A::kValue, S::kHonoured, O::kVllm, false,
+     "also looked in for `org/name` models, before the Hugging Face cache; nothing is ever downloaded"},
+    {"--dtype", "", A::kValue, S::kHonoured, O::kVllm, false,
+     "activation dtype: auto, half/float16, bfloat16, float/float32 (Volta: half)"},
+    {"--enable-auto-tool-choice", "", A::kSwitch, S::kHonoured, O::kVllm, false,
+     "lets the model call tools when `tool_choice` is auto (gpt-oss: harmony function calls)"},
+    {"--enable-chunked-prefill", "", A::kSwitch, S::kAcceptedWithNotice, O::kVllm, true,
+     "ignored: prefill is always chunked by --max-num-batched-tokens"},
+    {"--enable-log-requests", "", A::kSwitch, S::kHonoured, O::kVllm, true,
+     "logs each request (id, prompt prefix, sampling parameters) and its end; off by default"},
+    {"--enable-prefix-caching", "", A::kSwitch, S::kAcceptedWithNotice, O::kVllm, true,
+     "ignored: prefix caching is not implemented yet"},
+    {"--enable-prompt-tokens-details", "", A::kSwitch, S::kAcceptedWithNotice, O::kVllm, false,
+     "ignored: usage.prompt_tokens_details is not reported (no prefix cache)"},
+    {"--enable-server-load-tracking", "", A::kSwitch, S::kAcceptedWithNotice, O::kVllm, false,
+     "ignored: load is in /metrics (vllm:num_requests_running, vllm:num_requests_waiting)"},
+    {"--enforce-eager", "", A::kSwitch, S::kAcceptedWithNotice, O::kVllm, false,
+     "ignored: voltllm does not capture CUDA graphs, so it always runs eagerly"},
+    {"--executor", "", A::kValue, S::kHonoured, O::kVoltllm, false,
+     "cpu (the default here), or scripted: replays --script token ids (tests)"},
+    {"--generation-config", "", A::kValue, S::kHonoured, O::kVllm, false,
+     "auto: sampling defaults from the checkpoint's generation_config.json; vllm: ignore it; or a folder"},
+    {"--gpu-memory-utilization", "", A::kValue, S::kHonoured, O::kVllm, false,
+     "fraction of GPU memory for weights + KV cache (default 0.92, as vLLM); the CPU build ignores it"},
+    {"--hf-token", "", A::kValue, S::kAcceptedWithNotice, O::kVllm, false,
+     "ignored: models are resolved offline, nothing is downloaded"},
+    {"--host", "", A::kValue, S::kHonoured, O::kVllm, false,
+     "listen address, default 127.0.0.1 (vLLM listens everywhere; use --host 0.0.0.0 for that)"},
+    {"--kv-cache-dtype", "", A::kValue, S::kAcceptedWithNotice, O::kVllm, false,
+     "ignored: the KV cache is stored in the activation dtype (fp8 KV is not implemented)"},
+    {"--kv-cache-memory-bytes", "", A::kValue, S::kHonoured, O::kVllm, false,
+     "KV-cache size in bytes (32G, 4g ...), overriding --gpu-memory-utilization's sizing"},
+    {"--kv-offloading-size", "", A::kValue, S::kRejected, O::kVllm, false,
+     "KV-cache offloading to CPU memory is not implemented"},
+    {"--load-format", "", A::kValue, S::kHonoured, O::kVllm, false,
+     "auto/safetensors: the checkpoint's safetensors through its index; dummy: random weights"},
+    {"--max-log-len", "", A::kValue, S::kHonoured, O::kVllm, false,
+     "characters of the prompt printed per request by --enable-log-requests (default: all)"},
+    {"--max-logprobs", "", A::kValue, S::kHonoured, O::kVllm, false,
+     "largest `logprobs`/`top_logprobs` a request may ask for (default 20)"},
+    {"--max-model-len", "", A::kValue, S::kHonoured, O::kVllm, false,
+     "context length in tokens: 4096, 32k (32,000), 32K (32,768), 25.6k, or auto/-1 (the model's own)"},
+    {"--max-num-batched-tokens", "", A::kValue, S::kHonoured, O::kVllm, false,
+     "tokens per engine step (prefill chunk budget)"},
+    {"--max-num-seqs", "", A::kValue, S::kHonoured, O::kVllm, false, "sequences running at once"},
+    {"--max-queued-requests", "", A::kValue, S::kHonoured, O::kVoltllm, false,
+     "bounded waiting queue; one more request gets 503 with Retry-After (SGLang's name; vLLM has none)"},
+    {"--max-request-body-bytes", "", A::kValue, S::kHonoured, O::kVoltllm, false,
+     "larger request bodies get 413"},
+    {"--max-seq-len-to-capture", "", A::kValue, S::kAcceptedWithNotice, O::kVllmRemoved, false,
+     "removed from vLLM; ignored: no CUDA graphs are captured here"},
+    {"--model", "", A::kValue, S::kHonoured, O::kVllm, false,
+     "a checkpoint directory, or `org/name` resolved offline in the Hugging Face cache"},
+    {"--num-kv-blocks", "", A::kValue, S::kHonoured, O::kVoltllm, false,
+     "pins the KV pool to this many blocks per attention group (tests)"},
+    {"--pipeline-parallel-rank", "", A::kValue, S::kAcceptedWithNotice, O::kArticle, false,
+     "not a vLLM flag; this process serves the whole model as one replica and ignores "
+     "--pipeline-parallel-size"},
+    {"--pipeline-parallel-size", "-pp", A::kValue, S::kHonoured, O::kVllm, false,
+     "pipeline stages over this process's GPUs (1 on the CPU build)"},
+    {"--port", "", A::kValue, S::kHonoured, O::kVllm, false,
+     "listen port, default 8000; 0 picks a free one (printed at start)"},
+    {"--quantization", "-q", A::kValue, S::kAcceptedWithNotice, O::kVllm, false,
+     "ignored: the checkpoint's quantization_config decides (gpt-oss: MXFP4 experts, loaded as they are)"},
+    {"--reasoning-parser", "", A::kValue, S::kHonoured, O::kVllm, false,
+     "openai_gptoss: the harmony analysis channel is returned as reasoning_content (the only parser)"},
+    {"--revision", "", A::kValue, S::kHonoured, O::kVllm, false,
+     "which Hugging Face cache snapshot an `org/name` model resolves to (a ref name or a commit hash)"},
+    {"--root-path", "", A::kValue, S::kAcceptedWithNotice, O::kVllm, false,
+     "ignored: routes are served at /v1 whatever the proxy prefix"},
+    {"--script", "", A::kValue, S::kHonoured, O::kVoltllm, false,
+     "token-id script the scripted executor replays (tests)"},
+    {"--seed", "", A::kValue, S::kHonoured, O::kVllm, false,
+     "seed of the sampler for requests that give none"},
+    {"--served-model-name", "", A::kValues, S::kHonoured, O::kVllm, false,
+     "names accepted in `model`; the first is echoed in responses and is the Prometheus model_name label"},
+    {"--shutdown-timeout", "", A::kValue, S::kHonoured, O::kVoltllm, false,
+     "seconds in-flight requests may finish after SIGTERM before they are aborted"},
+    {"--speculative-config", "", A::kValue, S::kRejected, O::kVllm, false,
+     "speculative decoding is not implemented"},
+    {"--ssl-certfile", "", A::kValue, S::kRejected, O::kVllm, false,
+     "no TLS in this build (cpp-httplib without OpenSSL); terminate TLS in a reverse proxy"},
+    {"--ssl-keyfile", "", A::kValue, S::kRejected, O::kVllm, false,
+     "no TLS in this build (cpp-httplib without OpenSSL); terminate TLS in a reverse proxy"},
+    {"--swap-space", "", A::kValue, S::kAcceptedWithNotice, O::kVllmRemoved, false,
+     "removed from vLLM (PR #36216); there is no CPU swap space here, ignored"},
+    {"--tensor-parallel-size", "-tp", A::kValue, S::kHonoured, O::kVllm, false,
+     "GPUs the model is split over, NCCL all-reduce (1 on the CPU build)"},
+    {"--tokenizer", "", A::kValue, S::kHonoured, O::kVllm, false,
+     "a tokenizer.json file to use instead of the one next to the checkpoint (no Hugging Face ids)"},
+    {"--tool-call-parser", "", A::kValue, S::kHonoured, O::kVllm, false,
+     "openai: harmony function calls become `tool_calls` (the only parser)"},
+    {"--tool-server", "", A::kValue, S::kRejected, O::kVllm, false,
+     "built-in tools (browser, python) are not served yet; pass function tools in the request"},
+    {"--trust-remote-code", "", A::kSwitch, S::kAcceptedWithNotice, O::kVllm, false,
+     "ignored: no code from a checkpoint is ever run; gpt-oss needs none"},
+    {"--uds", "", A::kValue, S::kRejected, O::kVllm, false,
+     "cpp-httplib 0.11.4 cannot listen on a Unix socket; use --host 127.0.0.1 --port N"},
+    {"--uvicorn-log-level", "", A::kValue, S::kAcceptedWithNotice, O::kVllm, false,
+     "ignored: use voltllm's --log-level"},
+};
+
+bool is_long_flag(std::string_view a) { return a.size() > 2 && a[0] == '-' && a[1] == '-'; }
+bool is_flag(std::string_view a) {
+    if (a.size() < 2 || a[0] != '-') return false;
+    // "-1" is a value (--max-model-len -1), not a short flag.
+    return !(std::isdigit(static_cast<unsigned char>(a[1])) || a[1] == '.');
+}
+
+size_t edit_distance(std::string_view a, std::string_view b) {
+    std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+    for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+    for (size_t i = 1; i <= a.size(); ++i) {
+        cur[0] = i;
+        for (size_t j = 1; j <= b.size(); ++j) {
+            size_t sub = prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1);
+            cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, sub});
+        }
+        std::swap(prev, cur);
+    }
+    return prev[b.size()];
+}
+
+}  // namespace
+
+std::span<const VllmFlag> vllm_flag_table() { return kFlags; }
+
+std::string normalize_flag_name(std::string_view arg) {
+    std::string out(arg);
+    if (!is_long_flag(arg)) return out;
+    size_t end = out.find('=');
+    if (end == std::string::npos) end = out.size();
+    for (size_t i = 2; i < end; ++i) {
+        if (out[i] == '_') out[i] = '-';
+    }
+    return out;
+}
+
+std::string flag_markdown_row(const VllmFlag& f) {
+    const char* status = f.status == S::kHonoured             ? "honoured"
+                         : f.status == S::kAcceptedWithNotice ? "notice"
+                                                              : "rejected";
+    const char* arity = f.arity == A::kSwitch  ? (f.negatable ? "switch (`--no-` too)" : "switch")
+                        : f.arity == A::kValue ? "value"
+                                               : "values";
+    const char* origin = f.origin == O::kVllm          ? "vLLM"
+                         : f.origin == O::kVllmRemoved ? "removed from vLLM"
+                         : f.origin == O::kArticle     ? "article"
+                                                       : "voltllm";
+    // Appended piece by piece: GCC 12 warns (-Wrestrict, a false positive) on the chained operator+ form.
+    std::string row = "| `";
+    row.append(f.name).append("` | ");
+    if (!f.alias.empty()) row.append("`").append(f.alias).append("`");
+    row.append(" | ").append(status).append(" | ").append(arity).append(" | ").append(origin).append(" | ");
+    row.append(f.text).append(" |");
+    return row;
+}
+
+const VllmFlag* find_vllm_flag(std::string_view name) {
+    for (const VllmFlag& f : kFlags) {
+        if (f.name == name || (!f.alias.empty() && f.alias == name)) return &f;
+    }
+    return nullptr;
+}
+
+std::string suggest_nearest(std::string_view unknown) {
+    std::string key = normalize_flag_name(unknown);
+    if (size_t eq = key.find('='); eq != std::string::npos) key.resize(eq);
+    const VllmFlag* best = nullptr;
+    size_t best_d = std::numeric_limits<size_t>::max();
+    for (const VllmFlag& f : kFlags) {
+        size_t d = edit_distance(key, f.name);
+        if (d < best_d) {
+            best_d = d;
+            best = &f;
+        }
+    }
+    size_t limit = std::max<size_t>(2, key.size() / 3);
+    if (best == nullptr || best_d > limit) return {};
+    return std::string(best->name);
+}
+
+const ParsedFlag* VllmCommandLine::find(std::string_view name) const {
+    for (auto it = flags.rbegin(); it != flags.rend(); ++it) {
+        if (it->flag->name == name) return &*it;
+    }
+    return nullptr;
+}
+
+Result<VllmCommandLine> parse_vllm_command_line(const std::vector<std::string>& args,
+                                                const std::vector<std::string_view>& wired) {
+    VllmCommandLine cl;
+    std::optional<std::string> positional;
+    for (size_t i = 0; i < args.size(); ++i) {
+        const std::string& given = args[i];
+        if (!is_flag(given)) {
+            if (positional) {
+                return invalid_argument("unexpected argument '" + given + "' (the model is already '" +
+                                        *positional + "')");
+            }
+            positional = given;
+            continue;
+        }
+        std::string norm = normalize_flag_name(given);
+        std::optional<std::string> inline_value;
+        if (size_t eq = norm.find('='); eq != std::string::npos) {
+            inline_value = norm.substr(eq + 1);
+            norm.resize(eq);
+        }
+        bool negated = false;
+        const VllmFlag* flag = find_vllm_flag(norm);
+        if (flag == nullptr && norm.rfind("--no-", 0) == 0) {
+            const VllmFlag* base = find_vllm_flag("--" + norm.substr(5));
+            if (base != nullptr && base->negatable) {
+                flag = base;
+                negated = true;
+            }
+        }
+        if (flag == nullptr) {
+            std::string msg = "unknown flag " + norm;
+            std::string near = suggest_nearest(norm);
+            if (!near.empty()) msg += "; did you mean " + near + "?";
+            return invalid_argument(msg);
+        }
+        if (flag->status == FlagStatus::kRejected) {
+            return invalid_argument(std::string(flag->name) +
+                                    " is not supported: " + std::string(flag->text));
+        }
+        ParsedFlag pf{flag, given, {}, negated};
+        if (flag->arity == FlagArity::kSwitch) {
+            if (inline_value) {
+                return invalid_argument(std::string(flag->name) + " takes no value (got '" + *inline_value +
+                                        "')");
+            }
+        } else if (inline_value) {
+            pf.values.push_back(*inline_value);
+        } else {
+            while (i + 1 < args.size() && !is_flag(args[i + 1])) {
+                pf.values.push_back(args[++i]);
+                if (flag->arity == FlagArity::kValue) break;
+            }
+            if (pf.values.empty()) return invalid_argument(std::string(flag->name) + " needs a value");
+        }
+        cl.flags.push_back(std::move(pf));
+    }
+
+    const bool replica_per_process = cl.find("--pipeline-parallel-rank") != nullptr;
+    for (const ParsedFlag& pf : cl.flags) {
+        bool notice_only = pf.flag->status == FlagStatus::kAcceptedWithNotice ||
+                           (replica_per_process && pf.flag->name == "--pipeline-parallel-size");
+        const bool unwired =
+            !wired.empty() && std::find(wired.begin(), wired.end(), pf.flag->name) == wired.end();
+        if (notice_only || unwired) {
+            std::string line(pf.flag->name);
+            for (const std::string& v : pf.values) line += " " + v;
+            if (!notice_only) {
+                line += ": not wired in this build yet; ignored";
+            } else if (pf.flag->name == "--pipeline-parallel-size") {
+                line += ": ignored with --pipeline-parallel-rank (one replica per process)";
+            } else {
+                line += ": " + std::string(pf.flag->text);
+            }
+            cl.notices.push_back(std::move(line));
+            continue;
+        }
+        cl.honoured_args.push_back(
+            std::string(pf.negated ? "--no-" + std::string(pf.flag->name.substr(2)) : pf.flag->name));
+        for (const std::string& v : pf.values) cl.honoured_args.push_back(v);
+    }
+    if (const ParsedFlag* m = cl.find("--model")) {
+        cl.model = m->values.front();
+    } else {
+        cl.model = positional;
+    }
+    return cl;
+}
+
+Result<OpsSettings> ops_settings(const VllmCommandLine& cl) {
+    OpsSettings o;
+    if (cl.find("--disable-log-stats") != nullptr) o.log_stats = false;
+    if (const ParsedFlag* f = cl.find("--enable-log-requests")) o.log_requests = !f->negated;
+    if (const ParsedFlag* f = cl.find("--max-log-len")) {
+        VOLT_ASSIGN_OR_RETURN(o.max_log_len, parse_human_int(f->values.front(), "--max-log-len", false));
+    }
+    if (const ParsedFlag* f = cl.find("--served-model-name")) o.served_model_names = f->values;
+    if (const ParsedFlag* f = cl.find("--revision")) o.revision = f->values.front();
+    if (const ParsedFlag* f = cl.find("--download-dir")) o.download_dir = f->values.front();
+    return o;
+}
+
+Result<int64_t> parse_human_int(std::string_view text, std::string_view flag, bool allow_auto) {
+    auto bad = [&](std::string_view why) {
+        return invalid_argument(std::string(flag) + ": '" + std::string(text) + "' " + std::string(why) +
+                                " (expected an integer, 25.6k / 32k (x1000), 32K (x1024)" +
+                                (allow_auto ? ", auto or -1)" : ")"));
+    };
+    std::string lower;
+    for (char c : text) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (allow_auto && (lower == "auto" || lower == "-1")) return kAutoValue;
+    if (text.empty()) return bad("is empty");
+
+    int64_t mult = 1;
+    bool decimal_suffix = false;
+    std::string_view num = text;
+    switch (text.back()) {
+        case 'k':
+            mult = 1000;
+            decimal_suffix = true;
+            break;
+        case 'm':
+            mult = 1000 * 1000;
+            decimal_suffix = true;
+            break;
+        case 'g':
+            mult = int64_t{1000} * 1000 * 1000;
+            decimal_suffix = true;
+            break;
+        case 't':
+            mult = int64_t{1000} * 1000 * 1000 * 1000;
+            decimal_suffix = true;
+            break;
+        case 'K':
+            mult = int64_t{1} << 10;
+            break;
+        case 'M':
+            mult = int64_t{1} << 20;
+            break;
+        case 'G':
+            mult = int64_t{1} << 30;
+            break;
+        case 'T':
+            mult = int64_t{1} << 40;
+            break;
+        default:
+            break;
+    }
+    if (mult != 1) num.remove_suffix(1);
+    size_t dot = num.find('.');
+    std::string_view int_part = num.substr(0, dot);
+    std::string_view frac_part = dot == std::string_view::npos ? std::string_view{} : num.substr(dot + 1);
+    if (int_part.empty() || (dot != std::string_view::npos && frac_part.empty()))
+        return bad("is not a number");
+    if (dot != std::string_view::npos && !decimal_suffix) {
+        return bad(mult == 1 ? "is not an integer"
+                             : "has decimals with a binary suffix (use k/m/g for x1000)");
+    }
+    constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+    int64_t whole = 0;
+    for (char c : int_part) {
+        if (c < '0' || c > '9') return bad("is not a number");
+        if (whole > (kMax - 9) / 10) return bad("is too large");
+        whole = whole * 10 + (c - '0');
+    }
+    if (whole > kMax / mult) return bad("is too large");
+    int64_t value = whole * mult;
+    // The fraction times a power-of-ten multiplier, digit by digit: exact, then truncated like int().
+    int64_t scale = mult;
+    for (char c : frac_part) {
+        if (c < '0' || c > '9') return bad("is not a number");
+        scale /= 10;
+        value += (c - '0') * scale;
+    }
+    return value;
+}
+
+bool ServedModelNames::accepts(std::string_view requested) const {
+    auto eq = [&](const std::string& n) { return n == requested; };
+    return std::any_of(names.begin(), names.end(), eq) || std::any_of(aliases.begin(), aliases.end(), eq);
+}
+
+ServedModelNames served_model_names(std::string_view model_arg, const std::vector<std::string>& served_flag) {
+    ServedModelNames out;
+    if (!served_flag.empty()) {
+        out.names = served_flag;
+        return out;
+    }
+    out.names.emplace_back(model_arg);
+    std::string_view trimmed = model_arg;
+    while (trimmed.size() > 1 && trimmed.back() == '/') trimmed.remove_suffix(1);
+    size_t slash = trimmed.rfind('/');
+    std::string base(slash == std::string_view::npos ? trimmed : trimmed.substr(slash + 1));
+    if (!base.empty() && base != "." && base != ".." && base != model_arg) out.aliases.push_back(base);
+    return out;
+}
+
+}  // namespace volt::server

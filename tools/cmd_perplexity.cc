@@ -1,0 +1,136 @@
+// `voltllm perplexity`: per-token perplexity of a checkpoint on windows of token ids (a JSON array of
+// arrays; each window is scored from its first token on an empty cache, positions 0..n-1), and with
+// --ref-model the KL divergence KL(ref || model) per predicted token, in nats. Runs the CPU reference
+// forward pass (model/sequence_runner.h) in fp32. Used for the demo model's held-out figures
+// (tools/demo_model/README.md); its numbers are checked against transformers in demo_model_test.
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "cpu/cpu_ops.h"
+#include "model/loader.h"
+#include "model/sequence_runner.h"
+#include "tools/commands.h"
+
+namespace volt::tools {
+namespace {
+
+std::shared_ptr<model::ModelWeights> load_or_exit(const std::string& dir) {
+    auto weights = model::load_model(dir);
+    if (!weights.is_ok()) {
+        std::fprintf(stderr, "error: %s\n", weights.status().to_string().c_str());
+        std::exit(1);
+    }
+    return *weights;
+}
+
+// log-softmax of one row of logits, in double.
+void log_softmax(const float* row, int64_t n, std::vector<double>& out) {
+    double m = row[0];
+    for (int64_t v = 1; v < n; ++v) m = std::max(m, double(row[v]));
+    double sum = 0;
+    for (int64_t v = 0; v < n; ++v) sum += std::exp(double(row[v]) - m);
+    const double lse = m + std::log(sum);
+    out.resize(n);
+    for (int64_t v = 0; v < n; ++v) out[v] = double(row[v]) - lse;
+}
+
+}  // namespace
+
+void register_perplexity(CLI::App& app) {
+    struct Options {
+        std::string model, ref_model, chunks;
+        int64_t max_chunks = 0;
+    };
+    auto opt = std::make_shared<Options>();
+    auto* cmd = app.add_subcommand(
+        "perplexity",
+        "Per-token perplexity (and KL from a reference model) on windows of token ids, CPU fp32");
+    cmd->add_option("--model", opt->model, "checkpoint directory")->required();
+    cmd->add_option("--ref-model", opt->ref_model,
+                    "reference checkpoint for KL(ref || model), same vocabulary");
+    cmd->add_option("--chunks", opt->chunks, "JSON file: array of arrays of token ids")->required();
+    cmd->add_option("--max-chunks", opt->max_chunks, "score only the first N windows (0: all)")
+        ->capture_default_str();
+    cmd->callback([opt] {
+        std::ifstream f(opt->chunks);
+        const auto j = nlohmann::json::parse(f, nullptr, /*allow_exceptions=*/false);
+        if (!f || j.is_discarded() || !j.is_array()) {
+            std::fprintf(stderr, "error: %s is not a JSON array of arrays of ids\n", opt->chunks.c_str());
+            std::exit(1);
+        }
+        auto weights = load_or_exit(opt->model);
+        std::shared_ptr<model::ModelWeights> ref_weights;
+        if (!opt->ref_model.empty()) ref_weights = load_or_exit(opt->ref_model);
+        const int64_t V = weights->config.vocab_size;
+        if (ref_weights && ref_weights->config.vocab_size != V) {
+            std::fprintf(stderr, "error: --ref-model has %lld ids, --model %lld\n",
+                         static_cast<long long>(ref_weights->config.vocab_size), static_cast<long long>(V));
+            std::exit(1);
+        }
+        cpu::CpuBackend backend;
+        model::Forward fwd(weights, backend);
+        std::unique_ptr<model::Forward> ref_fwd;
+        if (ref_weights) ref_fwd = std::make_unique<model::Forward>(ref_weights, backend);
+        const auto t0 = std::chrono::steady_clock::now();
+        double nll = 0, ref_nll = 0, kl = 0;
+        int64_t tokens = 0, windows = 0;
+        std::vector<double> lp, lq;
+        for (const auto& chunk : j) {
+            if (opt->max_chunks > 0 && windows >= opt->max_chunks) break;
+            const auto ids = chunk.get<std::vector<int32_t>>();
+            if (ids.size() < 2) continue;
+            for (int32_t id : ids) {
+                if (id < 0 || id >= V) {
+                    std::fprintf(stderr, "error: window %lld: id %d outside the vocabulary\n",
+                                 static_cast<long long>(windows), id);
+                    std::exit(1);
+                }
+            }
+            const int64_t n = static_cast<int64_t>(ids.size());
+            model::SequenceRunner run(fwd, n);
+            const std::vector<float> logits = run.append(ids, /*all_rows=*/true);
+            std::vector<float> ref_logits;
+            if (ref_fwd) {
+                model::SequenceRunner ref_run(*ref_fwd, n);
+                ref_logits = ref_run.append(ids, /*all_rows=*/true);
+            }
+            for (int64_t t = 0; t + 1 < n; ++t) {
+                log_softmax(logits.data() + t * V, V, lq);
+                nll -= lq[ids[t + 1]];
+                if (ref_fwd) {
+                    log_softmax(ref_logits.data() + t * V, V, lp);
+                    ref_nll -= lp[ids[t + 1]];
+                    for (int64_t v = 0; v < V; ++v) kl += std::exp(lp[v]) * (lp[v] - lq[v]);
+                }
+            }
+            tokens += n - 1;
+            ++windows;
+            if (windows % 25 == 0) {
+                std::fprintf(stderr, "%lld windows, %lld tokens, ppl so far %.4f\n",
+                             static_cast<long long>(windows), static_cast<long long>(tokens),
+                             std::exp(nll / tokens));
+            }
+        }
+        if (tokens == 0) {
+            std::fprintf(stderr, "error: no window with at least 2 ids in %s\n", opt->chunks.c_str());
+            std::exit(1);
+        }
+        const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        nlohmann::ordered_json out = {{"windows", windows},
+                                      {"tokens", tokens},
+                                      {"nll", nll / tokens},
+                                      {"ppl", std::exp(nll / tokens)},
+                                      {"seconds", seconds}};
+        if (ref_fwd) {
+            out["ref_ppl"] = std::exp(ref_nll / tokens);
+            out["kl_ref_model"] = kl / tokens;
+        }
+        std::printf("%s\n", out.dump().c_str());
+    });
+}
+
+}  // namespace volt::tools
