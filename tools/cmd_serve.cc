@@ -18,7 +18,9 @@
 #include "model/loader.h"
 #include "server/http_server.h"
 #include "server/openai_routes.h"
+#include "server/request_log.h"
 #include "server/serve_options.h"
+#include "server/vllm_flags.h"
 #include "tokenizer/harmony_encoding.h"
 #include "tools/commands.h"
 #include "tools/default_model.h"
@@ -33,6 +35,8 @@ struct ServeFlags {
     std::vector<std::string> served_model_names;
     int port = 8000;
     double shutdown_timeout = 5.0;
+    bool log_requests = false, disable_log_stats = false;
+    int64_t max_log_len = -1;
     engine::EngineFlags engine;  // the flags `voltllm generate` shares (engine/engine_flags.h)
 };
 
@@ -68,7 +72,7 @@ void run_serve(const ServeFlags& f) {
         auto resolved = resolve_default_model();
         if (!resolved) fail(resolved.status().to_string());
         model_dir = *resolved;
-        model_name = std::filesystem::path(model_dir).filename().string();  // "tiny-chat" for now
+        model_name = std::filesystem::path(model_dir).filename().string();  // "demo-model" or "tiny-chat"
     }
     if (scripted && model_name.empty()) model_name = "scripted";
 
@@ -105,8 +109,11 @@ void run_serve(const ServeFlags& f) {
     server::HttpServer http(hc);
 
     server::RoutesConfig rc;
-    rc.served_model_names =
-        f.served_model_names.empty() ? std::vector<std::string>{model_name} : f.served_model_names;
+    server::ServedModelNames served = server::served_model_names(model_name, f.served_model_names);
+    rc.served_model_names = served.names;
+    rc.served_model_aliases = served.aliases;
+    rc.log_requests = f.log_requests;
+    rc.max_log_len = f.max_log_len;
     rc.model_root = scripted ? f.engine.script : model_dir;
     server::OpenAiRoutes routes(rc, http, *encoding);
 
@@ -137,12 +144,20 @@ void run_serve(const ServeFlags& f) {
     auto engine = engine::Engine::create(ec, std::move(*executor));
     if (!engine) fail(engine.status().to_string());
     routes.set_engine(engine->get());
+    // vLLM's periodic stats line (every 10 s unless --disable-log-stats).
+    std::unique_ptr<server::PeriodicStatsLogger> stats_logger;
+    if (!f.disable_log_stats) {
+        stats_logger = std::make_unique<server::PeriodicStatsLogger>(
+            *routes.metrics(), std::chrono::seconds(10), server::PeriodicStatsLogger::Sink{},
+            [&routes] { routes.refresh_metrics(); });
+    }
     std::printf("voltllm serve: ready: model %s, max-model-len %lld\n", rc.served_model_names[0].c_str(),
                 static_cast<long long>((*engine)->max_model_len()));
     std::fflush(stdout);
 
     http_thread.join();
     signal_thread.join();
+    if (stats_logger) stats_logger->stop();
     routes.set_engine(nullptr);
     (*engine)->shutdown();
     spdlog::info("stopped");
@@ -172,6 +187,11 @@ void register_serve(CLI::App& app) {
     cmd->add_option("--api-key", f->api_key,
                     "Require `Authorization: Bearer KEY` on every route but /health");
     cmd->add_option("--tokenizer", f->tokenizer, "tokenizer.json (default: the model's)");
+    cmd->add_flag("--enable-log-requests,!--no-enable-log-requests", f->log_requests,
+                  "Log a line when each request arrives and finishes (request_log.h)");
+    cmd->add_option("--max-log-len", f->max_log_len, "Prompt bytes in request log lines (-1: all)")
+        ->capture_default_str();
+    cmd->add_flag("--disable-log-stats", f->disable_log_stats, "No periodic stats line");
     // The engine's flags, as `voltllm generate` has them; serve admits --max-num-seqs running plus
     // --max-queued-requests waiting (SGLang's name) and answers 503 + Retry-After beyond.
     f->engine.config.max_queued_requests = 256;

@@ -12,6 +12,7 @@
 
 #include "server/output_processor.h"
 #include "server/request.h"
+#include "server/request_log.h"
 
 namespace volt::server {
 
@@ -92,6 +93,31 @@ struct Job {
     int32_t logprobs = -1;  // as GenerationParams::logprobs
     std::shared_ptr<const tokenizer::Tokenizer> tok;
     std::vector<SubRequest> subs;
+    // vLLM metrics of this response (TTFT, ITL, phases, finish reason) and its log line.
+    std::shared_ptr<VllmMetrics> metrics;
+    std::optional<RequestMetricsRecorder> recorder;
+    std::string request_id;
+    bool log_requests = false;
+    int64_t max_tokens = 0;  // as the request gave it (0: none), for the metrics
+    int32_t n = 1;
+    Clock::time_point arrival;
+
+    void on_output(size_t new_tokens) {
+        if (recorder && new_tokens > 0) recorder->on_output(static_cast<int64_t>(new_tokens), Clock::now());
+    }
+    // Once, when the response ends: the first choice's finish reason stands for the request.
+    void record_finish(const std::string& reason) {
+        if (!recorder) return;
+        int64_t prompt = 0;
+        for (const SubRequest& s : subs) prompt += s.prompt_tokens;
+        recorder->finish(reason, prompt, max_tokens, n, Clock::now());
+        if (log_requests) {
+            const double e2e = std::chrono::duration<double>(Clock::now() - arrival).count();
+            spdlog::info("{}", format_request_finished(request_id, reason, prompt,
+                                                       usage()["completion_tokens"].get<int64_t>(), e2e));
+        }
+        recorder.reset();
+    }
 
     std::string token_text(int32_t id) const { return tok->decode(std::span<const int32_t>(&id, 1), false); }
     json token_bytes(int32_t id) const {
@@ -146,7 +172,10 @@ struct Job {
     }
 
     // A response that ends early (client gone before the first byte, write failure) frees its requests.
-    ~Job() { abort_all(); }
+    ~Job() {
+        abort_all();
+        record_finish("abort");
+    }
     void abort_all() {
         for (SubRequest& s : subs) {
             if (s.handle && !s.handle->done()) s.handle->abort();
@@ -305,6 +334,7 @@ struct Job {
                 }
             }
         }
+        on_output(out.tokens.size() + (out.stop_token ? 1 : 0));
         const int64_t before = c.proc->num_tokens();
         OutputDelta d = c.proc->push(out.tokens);
         // Only the tokens the processor consumed (not those after a stop string) report logprobs.
@@ -426,12 +456,15 @@ bool run_job(Job& job, ResponseSink& sink, const HttpServer& server, std::chrono
         }
         if (!got && !single) std::this_thread::sleep_for(std::chrono::milliseconds(2));
     }
+    job.record_finish(*job.subs[0].choices[0].finish);
     return write(job.stream ? job.stream_end() : job.full_response());
 }
 
 bool known_model(const RoutesConfig& config, const std::string& model) {
-    for (const std::string& n : config.served_model_names) {
-        if (n == model) return true;
+    for (const auto* names : {&config.served_model_names, &config.served_model_aliases}) {
+        for (const std::string& n : *names) {
+            if (n == model) return true;
+        }
     }
     return false;
 }
@@ -603,8 +636,29 @@ std::variant<tokenizer::HarmonyPrompt, ApiError> OpenAiRoutes::render_chat(
     return std::move(*prompt);
 }
 
+void OpenAiRoutes::set_engine(engine::Engine* engine) {
+    if (engine && !metrics_) {
+        metrics_ = std::make_shared<VllmMetrics>(config_.served_model_names.at(0), engine->max_model_len());
+    }
+    engine_.store(engine);
+}
+
+void OpenAiRoutes::refresh_metrics() {
+    engine::Engine* engine = engine_.load();
+    if (!engine || !metrics_) return;
+    engine::EngineStats s = engine->stats();
+    metrics_->set_engine_totals(s.prompt_tokens, s.generated_tokens, s.num_preemptions);
+    metrics_->set_running(s.num_running_seqs);
+    metrics_->set_waiting(s.num_waiting_seqs);
+    const int64_t total = s.kv_blocks_total[0] + s.kv_blocks_total[1];
+    metrics_->set_kv_cache_usage(
+        total > 0 ? static_cast<double>(s.kv_blocks_used[0] + s.kv_blocks_used[1]) / total : 0.0);
+}
+
 void OpenAiRoutes::metrics(httplib::Response& res) {
-    std::string out;
+    refresh_metrics();
+    // vLLM's families (docs/metrics.md), then ours: KV blocks per group and admissions.
+    std::string out = metrics_ ? metrics_->render() : std::string();
     auto line = [&](const std::string& name, int64_t v) { out += name + " " + std::to_string(v) + "\n"; };
     line("voltllm_requests_admitted", server_.admitted());
     if (engine::Engine* engine = engine_.load()) {
@@ -621,7 +675,7 @@ void OpenAiRoutes::metrics(httplib::Response& res) {
         line("voltllm_requests_finished_total", s.requests_finished);
     }
     res.status = 200;
-    res.set_content(out, "text/plain; version=0.0.4");
+    res.set_content(out, "text/plain; version=0.0.4; charset=utf-8");
 }
 
 namespace {
@@ -633,6 +687,39 @@ ApiError submit_error(const Status& s, const char* param) {
     }
     if (s.code() == StatusCode::kResourceExhausted) return queue_full_error();
     return api_error_from_status(s);
+}
+
+// The request id (the client's X-Request-Id when usable, echoed back), the response id ("chatcmpl-<id>",
+// as vLLM), the metrics recorder and the --enable-log-requests line.
+void init_job(Job& job, const httplib::Request& req, httplib::Response& res, const char* prefix,
+              const GenerationParams& p, const std::shared_ptr<VllmMetrics>& metrics,
+              const RoutesConfig& config, Clock::time_point arrival, int64_t prompt_tokens,
+              const std::string& prompt_log) {
+    const std::string header_name(kRequestIdHeader);
+    std::optional<std::string> header;
+    if (req.has_header(header_name.c_str())) header = req.get_header_value(header_name.c_str());
+    job.request_id = choose_request_id(header);
+    res.set_header(header_name.c_str(), job.request_id);
+    job.id = prefix + job.request_id;
+    job.max_tokens = p.max_tokens.value_or(0);
+    job.n = p.n;
+    job.arrival = arrival;
+    job.log_requests = config.log_requests;
+    if (metrics) {
+        job.metrics = metrics;
+        job.recorder.emplace(*metrics, arrival);
+    }
+    if (config.log_requests) {
+        json params = {{"n", p.n},
+                       {"temperature", p.temperature},
+                       {"top_p", p.top_p},
+                       {"top_k", p.top_k},
+                       {"max_tokens", p.max_tokens ? json(*p.max_tokens) : json(nullptr)},
+                       {"stop", p.stop},
+                       {"seed", p.seed ? json(*p.seed) : json(nullptr)}};
+        spdlog::info("{}", format_request_received(job.request_id, prompt_log, prompt_tokens, to_text(params),
+                                                   config.max_log_len));
+    }
 }
 
 void start_response(HttpServer& server, httplib::Response& res, std::shared_ptr<Job> job,
@@ -651,17 +738,10 @@ void start_response(HttpServer& server, httplib::Response& res, std::shared_ptr<
                                      });
 }
 
-std::string new_id(const char* prefix, std::atomic<uint64_t>& counter) {
-    char buf[40];
-    std::snprintf(buf, sizeof buf, "%s%08llx%08llx", prefix,
-                  static_cast<unsigned long long>(std::time(nullptr)),
-                  static_cast<unsigned long long>(counter.fetch_add(1)));
-    return buf;
-}
-
 }  // namespace
 
 void OpenAiRoutes::chat(const httplib::Request& req, httplib::Response& res) {
+    const Clock::time_point arrival = Clock::now();
     engine::Engine* engine = engine_.load();
     if (!engine) return server_.send_error(res, loading_error());
     auto body = parse_json_body(req.body);
@@ -690,6 +770,7 @@ void OpenAiRoutes::chat(const httplib::Request& req, httplib::Response& res) {
     HttpServer::Ticket ticket = server_.try_admit();
     if (!ticket)
         return server_.send_error(res, server_.draining() ? shutting_down_error() : queue_full_error());
+    const std::string prompt_log = config_.log_requests ? tokenizer_->decode(ids, false) : std::string();
     auto handle = engine->submit(std::move(ids), sp);
     if (!handle.is_ok()) return server_.send_error(res, submit_error(handle.status(), "messages"));
 
@@ -697,7 +778,7 @@ void OpenAiRoutes::chat(const httplib::Request& req, httplib::Response& res) {
     job->chat = true;
     job->stream = r.params.stream;
     job->include_usage = r.params.include_usage;
-    job->id = new_id("chatcmpl-", next_id_);
+    init_job(*job, req, res, "chatcmpl-", r.params, metrics_, config_, arrival, n_prompt, prompt_log);
     job->logprobs = r.params.logprobs;
     job->tok = tokenizer_;
     job->model = r.model;
@@ -724,6 +805,7 @@ void OpenAiRoutes::chat(const httplib::Request& req, httplib::Response& res) {
 }
 
 void OpenAiRoutes::completions(const httplib::Request& req, httplib::Response& res) {
+    const Clock::time_point arrival = Clock::now();
     engine::Engine* engine = engine_.load();
     if (!engine) return server_.send_error(res, loading_error());
     auto body = parse_json_body(req.body);
@@ -765,11 +847,17 @@ void OpenAiRoutes::completions(const httplib::Request& req, httplib::Response& r
     HttpServer::Ticket ticket = server_.try_admit();
     if (!ticket)
         return server_.send_error(res, server_.draining() ? shutting_down_error() : queue_full_error());
+    int64_t total_prompt = 0;
+    std::string prompt_log;
+    for (const auto& p : prompts) {
+        total_prompt += static_cast<int64_t>(p.size());
+        if (config_.log_requests) prompt_log += tokenizer_->decode(p, false);
+    }
     auto job = std::make_shared<Job>();
     job->chat = false;
     job->stream = r.params.stream;
     job->include_usage = r.params.include_usage;
-    job->id = new_id("cmpl-", next_id_);
+    init_job(*job, req, res, "cmpl-", r.params, metrics_, config_, arrival, total_prompt, prompt_log);
     job->logprobs = r.params.logprobs;
     job->tok = tokenizer_;
     job->model = r.model;

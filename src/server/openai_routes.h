@@ -17,14 +17,18 @@
 
 #include "engine/engine.h"
 #include "server/http_server.h"
+#include "server/metrics.h"
 #include "server/request.h"
 #include "tokenizer/harmony_encoding.h"
 
 namespace volt::server {
 
 struct RoutesConfig {
-    std::vector<std::string> served_model_names;  // the first is reported; requests may name any
-    std::string model_root;                       // /v1/models "root": the model directory or preset
+    std::vector<std::string> served_model_names;    // the first is reported; requests may name any
+    std::vector<std::string> served_model_aliases;  // also accepted, never listed (vllm_flags.h)
+    bool log_requests = false;                      // --enable-log-requests lines (request_log.h)
+    int64_t max_log_len = -1;                       // prompt bytes in those lines; -1: all
+    std::string model_root;                         // /v1/models "root": the model directory or preset
     // "Current date: ..." of the harmony system message; empty: today's UTC date at each request.
     std::string current_date;
     // Idle time after which a response writes a heartbeat (disconnect detection).
@@ -48,9 +52,13 @@ class OpenAiRoutes {
     OpenAiRoutes(RoutesConfig config, HttpServer& server,
                  std::shared_ptr<const tokenizer::HarmonyEncoding> encoding);
 
-    // The engine is ready: /health turns 200 and generation starts. Not owned; must outlive this object
-    // or be replaced by nullptr first.
-    void set_engine(engine::Engine* engine) { engine_.store(engine); }
+    // The engine is ready: /health turns 200 and generation starts; the vLLM metrics (metrics.h) start
+    // with it. Not owned; must outlive this object or be replaced by nullptr first.
+    void set_engine(engine::Engine* engine);
+    // Null until the first set_engine.
+    std::shared_ptr<VllmMetrics> metrics() const { return metrics_; }
+    // Copies the engine's totals and gauges into metrics() (each scrape, and the periodic stats line).
+    void refresh_metrics();
 
   private:
     void chat(const httplib::Request& req, httplib::Response& res);
@@ -71,7 +79,7 @@ class OpenAiRoutes {
     std::shared_ptr<const tokenizer::HarmonyEncoding> encoding_;
     std::shared_ptr<const tokenizer::Tokenizer> tokenizer_;
     std::atomic<engine::Engine*> engine_{nullptr};
-    std::atomic<uint64_t> next_id_{0};
+    std::shared_ptr<VllmMetrics> metrics_;  // written once, before engine_ first turns non-null
 };
 
 }  // namespace volt::server

@@ -1,12 +1,12 @@
-// API tests against the CPU executor on the embedded default model (tiny-chat: random weights, the real
-// tokenizer, created on first use): chat, streaming (equal to non-streaming under greedy decoding),
+// API tests against the CPU executor on tiny-chat (random weights, the real gpt-oss tokenizer; made once
+// with `voltllm make-model`, helpers.mjs): chat, streaming (equal to non-streaming under greedy decoding),
 // completions, tokenize, 256 concurrent streams, client disconnects mid-stream and before the first
 // byte free every KV block (BUG-26), a full queue answers 503 with Retry-After, SIGTERM mid-stream ends
 // the stream cleanly and exits 0. Random weights make the text arbitrary: the assertions are on shape,
 // counts and equalities that hold for any model.
 import { test, before, after, describe } from "node:test";
 import assert from "node:assert/strict";
-import { startServer, client, ids, post, apiError, metrics, waitForMetrics } from "./helpers.mjs";
+import { startServer, client, ids, post, apiError, metrics, waitForMetrics, tinyChatDir } from "./helpers.mjs";
 
 const CONTROL = ["<|channel|>", "<|message|>", "<|start|>", "<|end|>", "<|return|>", "<|call|>"];
 const idle = (m) =>
@@ -18,7 +18,7 @@ const idle = (m) =>
 describe("tiny-chat on the CPU", () => {
     let server, openai;
     before(async () => {
-        server = await startServer(["--served-model-name", "tiny-chat", "--max-model-len", "2048", "--max-num-seqs", "256", "--kv-cache-memory-bytes", "256M"], { readyTimeoutMs: 300000 });
+        server = await startServer([tinyChatDir(), "--served-model-name", "tiny-chat", "--max-model-len", "2048", "--max-num-seqs", "256", "--kv-cache-memory-bytes", "256M"], { readyTimeoutMs: 300000 });
         openai = client(server);
     });
     after(async () => assert.equal((await server.stop()).code, 0));
@@ -104,6 +104,8 @@ describe("tiny-chat on the CPU", () => {
         }
         const ms = await waitForMetrics(server, idle, 3000);
         console.log(`mid-stream disconnect: idle ${ms} ms after the abort`);
+        const m = await metrics(server);
+        assert.ok(m['vllm:request_success_total{model_name="tiny-chat",engine="0",finished_reason="abort"}'] >= 1);
     });
 
     test("a non-streaming client that leaves is aborted too", async () => {
@@ -124,7 +126,7 @@ describe("tiny-chat on the CPU", () => {
 describe("a full queue and SIGTERM", () => {
     let server, openai;
     before(async () => {
-        server = await startServer(["--served-model-name", "tiny-chat", "--max-model-len", "2048", "--max-num-seqs", "1", "--max-queued-requests", "0", "--kv-cache-memory-bytes", "256M",
+        server = await startServer([tinyChatDir(), "--served-model-name", "tiny-chat", "--max-model-len", "2048", "--max-num-seqs", "1", "--max-queued-requests", "0", "--kv-cache-memory-bytes", "256M",
             "--shutdown-timeout", "0.3"], { readyTimeoutMs: 300000 });
         openai = client(server);
     });
@@ -153,7 +155,7 @@ describe("a full queue and SIGTERM", () => {
 describe("a request that leaves while queued", () => {
     let server, openai;
     before(async () => {
-        server = await startServer(["--served-model-name", "tiny-chat", "--max-model-len", "2048", "--max-num-seqs", "1", "--max-queued-requests", "1",
+        server = await startServer([tinyChatDir(), "--served-model-name", "tiny-chat", "--max-model-len", "2048", "--max-num-seqs", "1", "--max-queued-requests", "1",
             "--kv-cache-memory-bytes", "256M"], { readyTimeoutMs: 300000 });
         openai = client(server);
     });

