@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -166,8 +167,36 @@ void run_serve(const ServeFlags& f) {
 
 }  // namespace
 
-std::vector<std::string> normalize_args(int argc, char** argv) {
-    return server::normalize_flag_spelling(std::vector<std::string>(argv, argv + argc));
+std::vector<std::string> prepare_args(CLI::App& app, int argc, char** argv) {
+    std::vector<std::string> args =
+        server::normalize_flag_spelling(std::vector<std::string>(argv, argv + argc));
+    auto serve = std::find(args.begin() + std::min<size_t>(1, args.size()), args.end(), "serve");
+    if (serve == args.end()) return args;
+    std::vector<std::string> rest(serve + 1, args.end());
+    for (const std::string& a : rest) {
+        if (a == "-h" || a == "--help") return args;  // CLI11 prints the help
+    }
+    // vLLM's table (server/vllm_flags.h): unknown flags fail with a suggestion, rejected ones with the
+    // reason, accepted-only ones and honoured ones this build has not wired become one notice each.
+    std::vector<std::string> names;
+    for (const CLI::Option* o : app.get_subcommand("serve")->get_options()) {
+        for (const std::string& n : o->get_lnames()) names.push_back("--" + n);
+    }
+    std::vector<std::string_view> wired(names.begin(), names.end());
+    auto cl = server::parse_vllm_command_line(rest, wired);
+    if (!cl) fail(cl.status().message());
+    for (const std::string& notice : cl->notices) spdlog::warn("{}", notice);
+    std::vector<std::string> out(args.begin(), serve + 1);
+    if (cl->model) out.push_back(*cl->model);
+    const std::vector<std::string>& h = cl->honoured_args;
+    for (size_t i = 0; i < h.size(); ++i) {
+        if (h[i] == "--model") {
+            ++i;  // the model went positional above
+            continue;
+        }
+        out.push_back(h[i]);
+    }
+    return out;
 }
 
 void register_serve(CLI::App& app) {
@@ -192,6 +221,8 @@ void register_serve(CLI::App& app) {
     cmd->add_option("--max-log-len", f->max_log_len, "Prompt bytes in request log lines (-1: all)")
         ->capture_default_str();
     cmd->add_flag("--disable-log-stats", f->disable_log_stats, "No periodic stats line");
+    cmd->add_option("--num-kv-blocks", f->engine.config.num_kv_blocks_override,
+                    "Pin each KV group to this many blocks (tests; the flag table's name)");
     // The engine's flags, as `voltllm generate` has them; serve admits --max-num-seqs running plus
     // --max-queued-requests waiting (SGLang's name) and answers 503 + Retry-After beyond.
     f->engine.config.max_queued_requests = 256;

@@ -20,7 +20,8 @@ void register_tokenize(CLI::App& app);    // cmd_tokenize.cc
 void register_bench(CLI::App& app);       // cmd_bench.cc: `voltllm bench serve`
 void register_perplexity(CLI::App& app);  // cmd_perplexity.cc
 void register_serve(CLI::App& app);       // cmd_serve.cc
-// argv with vLLM's underscore flag spelling rewritten to dashes (cmd_serve.cc).
-std::vector<std::string> normalize_args(int argc, char** argv);
+// argv with vLLM's underscore flag spelling rewritten to dashes; for `serve`, also checked against
+// vLLM's flag table (notices logged, unknown or rejected flags exit 2). cmd_serve.cc.
+std::vector<std::string> prepare_args(CLI::App& app, int argc, char** argv);
 
 }  // namespace volt::tools

