@@ -302,8 +302,12 @@ describe("malformed and plain output (one script per request, in order)", () => 
         assertNoMarkup(r.choices[0].message.reasoning_content ?? "");
     });
     test("unexpected tokens between messages never fail the request (BUG-04, BUG-09)", async () => {
-        // This request (script 3) and a concurrent one (script 4) both complete.
-        const [r, other] = await Promise.all([ask(), ask()]);
+        // This request (script 3) and a concurrent one (script 4) both complete; which of the two reaches
+        // the engine first (and so gets which script) is up to the scheduler of the moment.
+        const both = await Promise.all([ask(), ask()]);
+        const r = both.find((x) => x.choices[0].message.content.startsWith("Hi"));
+        const other = both.find((x) => x !== r);
+        assert.ok(r, JSON.stringify(both.map((x) => x.choices[0].message.content)));
         assert.equal(other.choices[0].message.content, "Llama: 🦙🦙 日本語");
         assert.equal(r.choices[0].finish_reason, "stop");
         assert.ok(r.choices[0].message.content.startsWith("Hi"), r.choices[0].message.content);
@@ -458,7 +462,7 @@ describe("completions, tokenize, errors", () => {
         assert.equal((await fetch(server.url("/health"))).status, 200);
     });
 
-    test("300 mutated bodies: every answer is 200 or a 4xx error JSON, and the server stays up (BUG-09)", async () => {
+    test("100 mutated bodies: every answer is 200 or a 4xx error JSON, and the server stays up (BUG-09)", async () => {
         const h = { Authorization: "Bearer sekret" };
         const base = JSON.stringify({
             model: "m", messages: [{ role: "user", content: "hé 🦙" }], max_tokens: 5, temperature: 0.5,
@@ -467,7 +471,7 @@ describe("completions, tokenize, errors", () => {
         let seed = 12345;
         const rand = (n) => ((seed = (seed * 1103515245 + 12345) % 2147483648) % n);
         const junk = ['"', "{", "}", "[", "]", ",", ":", "-1", "1e999", "null", "true", "\\u0000", "\\ud800", "\xff"];
-        for (let i = 0; i < 300; i++) {
+        for (let i = 0; i < 100; i++) {
             let b = Buffer.from(base);
             const kind = rand(3);
             if (kind === 0) b = b.subarray(0, rand(b.length));
