@@ -82,7 +82,7 @@ describe("tiny-chat on the CPU", () => {
         const s = (Date.now() - t0) / 1000;
         console.log(`256 streams of 4 tokens in ${s.toFixed(1)} s`);
         assert.equal(results.filter((r) => r.finish === "length" && r.completion === 4).length, 256);
-        await waitForMetrics(server, idle);
+        await waitForMetrics(server, idle, 10000);
     });
 
     test("a client that leaves mid-stream is aborted and its KV blocks freed (BUG-26)", async () => {
@@ -102,7 +102,7 @@ describe("tiny-chat on the CPU", () => {
         } catch (e) {
             assert.ok(controller.signal.aborted, String(e));
         }
-        const ms = await waitForMetrics(server, idle, 3000);
+        const ms = await waitForMetrics(server, idle, 10000);
         console.log(`mid-stream disconnect: idle ${ms} ms after the abort`);
         const m = await metrics(server);
         assert.ok(m['vllm:request_success_total{model_name="tiny-chat",engine="0",finished_reason="abort"}'] >= 1);
@@ -118,7 +118,7 @@ describe("tiny-chat on the CPU", () => {
         await waitForMetrics(server, (m) => m['voltllm_kv_blocks_used{group="full"}'] > 0, 5000);
         controller.abort();
         await assert.rejects(p);
-        const ms = await waitForMetrics(server, idle, 3000);
+        const ms = await waitForMetrics(server, idle, 10000);
         console.log(`non-streaming disconnect: idle ${ms} ms after the abort`);
     });
 });
@@ -179,6 +179,6 @@ describe("a request that leaves while queued", () => {
         await waitForMetrics(server, (m) => m.voltllm_num_requests_waiting === 0 && m.voltllm_num_requests_running === 1);
         assert.equal((await it.next()).done, false, "the running stream still streams");
         running.abort();
-        await waitForMetrics(server, idle, 3000);
+        await waitForMetrics(server, idle, 10000);
     });
 });
