@@ -10,6 +10,7 @@
 #include "core/logging.h"
 #include "engine/engine.h"
 #include "engine/engine_flags.h"
+#include "io/model_path.h"
 #include "model/loader.h"
 #include "tokenizer/harmony_encoding.h"
 #include "tokenizer/harmony_parser.h"
@@ -54,7 +55,11 @@ void run(const GenerateArgs& a) {
     if (modes > 1) fail("give one of --prompt-ids, --prompt, --chat, --prompts-file");
     Status flags = engine::check_engine_flags(a.engine);
     if (!flags.is_ok()) fail(flags.to_string());
-    const std::string dir = a.model.empty() ? or_fail(resolve_default_model()) : a.model;
+    // A directory, or `org/name` looked up offline in the Hugging Face cache (io/model_path.h).
+    io::ModelPathOptions mo;
+    mo.env = io::model_path_environment();
+    const std::string dir =
+        a.model.empty() ? or_fail(resolve_default_model()) : or_fail(io::resolve_model_path(a.model, mo));
     auto weights = or_fail(model::load_model(dir));
     std::shared_ptr<const tokenizer::Tokenizer> tok;
     if (std::ifstream(dir + "/tokenizer.json"))
@@ -155,7 +160,8 @@ void register_generate(CLI::App& app) {
     auto a = std::make_shared<GenerateArgs>();
     auto* cmd =
         app.add_subcommand("generate", "Generate from prompts on the engine (CPU); prints throughput");
-    cmd->add_option("--model", a->model, "checkpoint directory (default: the embedded default model)");
+    cmd->add_option("--model", a->model,
+                    "checkpoint directory or org/name in the HF cache (default: the embedded default model)");
     cmd->add_option("--prompt-ids", a->prompt_ids, "comma-separated token ids");
     cmd->add_option("--prompt", a->prompt, "a text prompt (special tokens recognised)");
     cmd->add_option("--chat", a->chat, "a user message, rendered with harmony (the default mode)");

@@ -1,6 +1,7 @@
 // `voltllm serve [MODEL]`: the OpenAI-compatible HTTP server (src/server) over the engine. vLLM's flag
 // names (underscores accepted, see server/serve_options.h); --host defaults to 127.0.0.1. With no model
-// it serves the embedded default (tools/default_model.h: the demo model, else tiny-chat). `--executor
+// it serves the embedded default (tools/default_model.h: the demo model, else tiny-chat); `org/name` is
+// resolved offline in the Hugging Face cache (io/model_path.h). `--executor
 // scripted --script FILE` replays token ids instead of running a model (API tests). SIGTERM/SIGINT:
 // stop admitting, finish or abort in-flight requests, exit 0. Tests: tests/api/ (CTest label api).
 #include <pthread.h>
@@ -16,6 +17,7 @@
 #include "core/paths.h"
 #include "engine/engine.h"
 #include "engine/engine_flags.h"
+#include "io/model_path.h"
 #include "model/loader.h"
 #include "server/http_server.h"
 #include "server/openai_routes.h"
@@ -32,7 +34,7 @@ namespace {
 
 struct ServeFlags {
     std::string model_positional, model, host = "127.0.0.1", dtype = "auto", api_key;
-    std::string tokenizer, max_request_body_bytes = "32M";
+    std::string tokenizer, max_request_body_bytes = "32M", revision = "main", download_dir;
     std::vector<std::string> served_model_names;
     int port = 8000;
     double shutdown_timeout = 5.0;
@@ -76,6 +78,17 @@ void run_serve(const ServeFlags& f) {
         model_name = std::filesystem::path(model_dir).filename().string();  // "demo-model" or "tiny-chat"
     }
     if (scripted && model_name.empty()) model_name = "scripted";
+    if (!scripted && model_dir == model_name) {
+        // A directory is itself; `org/name` is looked up offline in the Hugging Face cache (io/model_path.h).
+        io::ModelPathOptions mo;
+        mo.revision = f.revision;
+        mo.download_dir = f.download_dir;
+        mo.env = io::model_path_environment();
+        auto resolved = io::resolve_model_path(model_dir, mo);
+        if (!resolved) fail(resolved.status().message());
+        model_dir = *resolved;
+        if (model_dir != model_name) spdlog::info("model {}: {}", model_name, model_dir);
+    }
 
     // Tokenizer: --tokenizer, else the model's tokenizer.json, else (scripted) the gpt-oss one.
     std::string tok_path = f.tokenizer;
@@ -205,6 +218,10 @@ void register_serve(CLI::App& app) {
     cmd->add_option("model_tag", f->model_positional,
                     "Model directory (default: the embedded default model)");
     cmd->add_option("--model", f->model, "Model directory (same as the positional MODEL)");
+    cmd->add_option("--revision", f->revision, "Hugging Face cache snapshot for an org/name model")
+        ->capture_default_str();
+    cmd->add_option("--download-dir", f->download_dir,
+                    "A hub cache root searched before the Hugging Face cache (nothing is downloaded)");
     cmd->add_option("--host", f->host, "Address to listen on (0.0.0.0: every interface)")
         ->capture_default_str();
     cmd->add_option("--port", f->port, "Port (0: any free port, printed at start)")->capture_default_str();

@@ -77,9 +77,13 @@ TEST(VllmFlags, TableIsSortedUniqueAndComplete) {
                           "--chat-template",
                           "--generation-config",
                           "--pipeline-parallel-rank",
+                          "--num-kv-blocks-override",
+                          "--num-gpu-blocks-override",
                           "--model"}) {
         EXPECT_NE(find_vllm_flag(n), nullptr) << n;
     }
+    // serve takes one --api-key (the server's option is a single string).
+    EXPECT_EQ(find_vllm_flag("--api-key")->arity, FlagArity::kValue);
     EXPECT_EQ(find_vllm_flag("-tp"), find_vllm_flag("--tensor-parallel-size"));
     EXPECT_EQ(find_vllm_flag("-pp"), find_vllm_flag("--pipeline-parallel-size"));
 }
