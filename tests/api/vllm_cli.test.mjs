@@ -92,6 +92,12 @@ async function serve(args, { cwd, env = {}, readyTimeoutMs = 120000 } = {}) {
     };
 }
 
+// Polls `cond` every 50 ms until it holds or `timeoutMs` passes (the assertions after it say what failed).
+async function until(cond, timeoutMs) {
+    const t0 = Date.now();
+    while (!cond() && Date.now() - t0 < timeoutMs) await new Promise((r) => setTimeout(r, 50));
+}
+
 async function postJson(server, route, body, headers = {}) {
     const res = await fetch(server.url(route), {
         method: "POST",
@@ -302,7 +308,7 @@ describe("honoured flags observed through the API (docs/flags.md)", () => {
             const r = await postJson(s, "/v1/completions", { model: "m", prompt: "abcdefghij", max_tokens: 2 }, { "X-Request-Id": "log-me" });
             assert.equal(r.status, 200);
         }
-        await new Promise((r) => setTimeout(r, 200));
+        await until(() => /Finished request/.test(on.stderr()), 5000);
         assert.match(on.stderr(), /Received request [^:]*log-me[^:]*: prompt: 'abcde', params:/);
         assert.match(on.stderr(), /Finished request [^:]*log-me[^:]*: finish_reason: length, prompt_tokens: \d+, generation_tokens: 2/);
         assert.ok(!/Received request|Finished request/.test(off.stderr()), off.stderr());
@@ -315,7 +321,9 @@ describe("honoured flags observed through the API (docs/flags.md)", () => {
         const base = ["--log-level", "debug", "serve", "--port", "0", "--executor", "scripted", "--script", script, "--served-model-name", "m"];
         const on = await serve(base);
         const off = await serve([...base, "--disable-log-stats"]);
-        await new Promise((r) => setTimeout(r, 10500));
+        // The first line is due 10 s after start; wait for it (a loaded machine may be late), then the
+        // other server, started at the same time, has had as long.
+        await until(() => /Avg prompt throughput/.test(on.stderr()), 30000);
         assert.match(on.stderr(), /Avg prompt throughput: [\d.]+ tokens\/s, Avg generation throughput/);
         assert.ok(!/Avg prompt throughput/.test(off.stderr()), off.stderr());
         assert.equal((await on.stop()).code, 0);
