@@ -39,6 +39,9 @@ struct ServeFlags {
     int port = 8000;
     double shutdown_timeout = 5.0;
     bool log_requests = false, disable_log_stats = false;
+    // vLLM's gpt-oss recipe: harmony tool calls and reasoning are always parsed; these only check the names.
+    std::string tool_call_parser, reasoning_parser;
+    bool enable_auto_tool_choice = false;
     int64_t max_log_len = -1;
     engine::EngineFlags engine;  // the flags `voltllm generate` shares (engine/engine_flags.h)
 };
@@ -238,6 +241,15 @@ void register_serve(CLI::App& app) {
     cmd->add_option("--max-log-len", f->max_log_len, "Prompt bytes in request log lines (-1: all)")
         ->capture_default_str();
     cmd->add_flag("--disable-log-stats", f->disable_log_stats, "No periodic stats line");
+    cmd->add_option("--tool-call-parser", f->tool_call_parser,
+                    "openai: harmony function calls become tool_calls (the only parser; always on)")
+        ->check(CLI::IsMember({"openai"}));
+    cmd->add_option(
+           "--reasoning-parser", f->reasoning_parser,
+           "openai_gptoss: the analysis channel becomes reasoning_content (the only parser; always on)")
+        ->check(CLI::IsMember({"openai_gptoss"}));
+    cmd->add_flag("--enable-auto-tool-choice", f->enable_auto_tool_choice,
+                  "tool_choice auto lets the model call tools (always the case here)");
     cmd->add_option("--num-kv-blocks", f->engine.config.num_kv_blocks_override,
                     "Pin each KV group to this many blocks (tests; the flag table's name)");
     // The engine's flags, as `voltllm generate` has them; serve admits --max-num-seqs running plus

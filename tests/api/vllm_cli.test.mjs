@@ -194,7 +194,18 @@ describe("Hugging Face model ids resolve offline (HF_HOME)", () => {
             const s = await serve(["serve", ...argv(
                 "openai/gpt-oss-120b --tool-call-parser openai --enable-auto-tool-choice --reasoning-parser openai_gptoss"),
                 ...extra, "--port", "0"], { env: { HF_HOME: home, HF_HUB_CACHE: "" } });
+            // The three recipe flags are the server's own (no "not wired" notice); --async-scheduling is a notice.
+            assert.ok(!/(tool-call-parser|auto-tool-choice|reasoning-parser)[^\n]*not wired/.test(s.log()), s.log());
+            if (extra.length) assert.match(s.log(), /--async-scheduling: ignored/);
             await checkServes(s, { echoed: "openai/gpt-oss-120b", watchdogModel: "gpt-oss-120b" });
+        }
+    });
+
+    test("a parser other than gpt-oss's is refused, naming the one there is", () => {
+        for (const [flag, value, known] of [["--tool-call-parser", "hermes", "openai"], ["--reasoning-parser", "deepseek_r1", "openai_gptoss"]]) {
+            const r = spawnSync(BIN, ["serve", TINY, flag, value, "--port", "0"], { encoding: "utf8" });
+            assert.notEqual(r.status, 0);
+            assert.ok(r.stderr.includes(value) && r.stderr.includes(known), r.stderr);
         }
     });
 
