@@ -46,6 +46,13 @@ struct ServeFlags {
     engine::EngineFlags engine;  // the flags `voltllm generate` shares (engine/engine_flags.h)
 };
 
+// The flag table's notices, found by prepare_args() before the log is set up (main.cc sets it up while
+// parsing); run_serve() logs them, so they reach stderr in the log's format and follow --log-level.
+std::vector<std::string>& flag_notices() {
+    static std::vector<std::string> notices;
+    return notices;
+}
+
 [[noreturn]] void fail(const std::string& message) {
     std::fprintf(stderr, "serve: %s\n", message.c_str());
     std::exit(2);
@@ -66,6 +73,7 @@ void run_serve(const ServeFlags& f) {
     pthread_sigmask(SIG_BLOCK, &signals, nullptr);
     signal(SIGPIPE, SIG_IGN);
 
+    for (const std::string& notice : flag_notices()) spdlog::warn("{}", notice);
     if (!f.model.empty() && !f.model_positional.empty() && f.model != f.model_positional) {
         fail("two models given: '" + f.model_positional + "' and --model '" + f.model + "'");
     }
@@ -201,7 +209,7 @@ std::vector<std::string> prepare_args(CLI::App& app, int argc, char** argv) {
     std::vector<std::string_view> wired(names.begin(), names.end());
     auto cl = server::parse_vllm_command_line(rest, wired);
     if (!cl) fail(cl.status().message());
-    for (const std::string& notice : cl->notices) spdlog::warn("{}", notice);
+    flag_notices() = cl->notices;
     std::vector<std::string> out(args.begin(), serve + 1);
     if (cl->model) out.push_back(*cl->model);
     const std::vector<std::string>& h = cl->honoured_args;
