@@ -504,10 +504,13 @@ describe("one script for every request", () => {
 
         test("field: response_format", async () => {
             ok(await chat({ response_format: { type: "text" } }));
+            ok(await completion({ response_format: { type: "text" }, max_tokens: 1 }));
             for (const rf of [{ type: "json_object" }, { type: "json_schema", json_schema: { name: "s", schema: {} } }]) {
-                const r = await chat({ response_format: rf });
-                bad(r, "response_format");
-                assert.equal(r.json.error.code, "unsupported");
+                for (const send of [chat, completion]) {
+                    const r = await send({ response_format: rf });
+                    bad(r, "response_format");
+                    assert.equal(r.json.error.code, "unsupported");
+                }
             }
         });
 
