@@ -1,8 +1,11 @@
 // `voltllm perplexity`: per-token perplexity of a checkpoint on windows of token ids (a JSON array of
 // arrays; each window is scored from its first token on an empty cache, positions 0..n-1), and with
 // --ref-model the KL divergence KL(ref || model) per predicted token, in nats. Runs the CPU reference
-// forward pass (model/sequence_runner.h) in fp32. Used for the demo model's held-out figures
-// (tools/demo_model/README.md); its numbers are checked against transformers in demo_model_test.
+// forward pass (model/sequence_runner.h) in fp32, or with --engine the serving path: every window is
+// submitted to the engine at once (continuous batching, paged KV, chunked prefill) and scored from the
+// prompt logprobs it returns (KL needs whole distributions, so it stays on the forward pass). Used for
+// the demo model's held-out figures (tools/demo_model/README.md); checked against transformers'
+// numbers in demo_model_test and the demo_perplexity_cli tests.
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -11,6 +14,8 @@
 #include <nlohmann/json.hpp>
 
 #include "cpu/cpu_ops.h"
+#include "engine/engine.h"
+#include "engine/engine_flags.h"
 #include "model/loader.h"
 #include "model/sequence_runner.h"
 #include "tools/commands.h"
@@ -38,12 +43,52 @@ void log_softmax(const float* row, int64_t n, std::vector<double>& out) {
     for (int64_t v = 0; v < n; ++v) out[v] = double(row[v]) - lse;
 }
 
+// Negative log-likelihood summed over every window's tokens after the first, from the engine's prompt
+// logprobs (vLLM's raw model logprobs), all windows in flight together.
+double engine_nll(std::shared_ptr<model::ModelWeights> weights,
+                  const std::vector<std::vector<int32_t>>& windows) {
+    auto fail = [](const Status& s) {
+        std::fprintf(stderr, "error: %s\n", s.to_string().c_str());
+        std::exit(1);
+    };
+    engine::EngineFlags flags;
+    auto executor = engine::make_executor(flags, weights);
+    if (!executor.is_ok()) fail(executor.status());
+    auto eng = engine::Engine::create(flags.config, std::move(executor).value());
+    if (!eng.is_ok()) fail(eng.status());
+    engine::SamplingParams params;
+    params.max_tokens = 1;
+    params.temperature = 0.0f;
+    params.ignore_eos = true;
+    params.prompt_logprobs = 0;
+    std::vector<std::shared_ptr<engine::RequestHandle>> handles;
+    for (const auto& w : windows) {
+        auto h = (*eng)->submit(w, params);
+        if (!h.is_ok()) fail(h.status());
+        handles.push_back(*h);
+    }
+    double nll = 0;
+    for (size_t i = 0; i < handles.size(); ++i) {
+        size_t scored = 0;
+        engine::RequestOutput d;
+        while (!handles[i]->done()) {
+            if (!handles[i]->next(&d, std::chrono::milliseconds(100))) continue;
+            for (const auto& lp : d.prompt_logprobs) nll -= lp.logprob;
+            scored += d.prompt_logprobs.size();
+        }
+        if (scored + 1 != windows[i].size()) fail(internal_error("the engine returned no prompt logprobs"));
+    }
+    (*eng)->shutdown();
+    return nll;
+}
+
 }  // namespace
 
 void register_perplexity(CLI::App& app) {
     struct Options {
         std::string model, ref_model, chunks;
         int64_t max_chunks = 0;
+        bool engine = false;
     };
     auto opt = std::make_shared<Options>();
     auto* cmd = app.add_subcommand(
@@ -55,6 +100,9 @@ void register_perplexity(CLI::App& app) {
     cmd->add_option("--chunks", opt->chunks, "JSON file: array of arrays of token ids")->required();
     cmd->add_option("--max-chunks", opt->max_chunks, "score only the first N windows (0: all)")
         ->capture_default_str();
+    cmd->add_flag(
+        "--engine", opt->engine,
+        "score through the engine's prompt logprobs (all windows batched) instead of the forward pass");
     cmd->callback([opt] {
         std::ifstream f(opt->chunks);
         const auto j = nlohmann::json::parse(f, nullptr, /*allow_exceptions=*/false);
@@ -79,7 +127,26 @@ void register_perplexity(CLI::App& app) {
         double nll = 0, ref_nll = 0, kl = 0;
         int64_t tokens = 0, windows = 0;
         std::vector<double> lp, lq;
+        if (opt->engine) {
+            if (ref_weights) {
+                std::fprintf(
+                    stderr,
+                    "error: --engine scores perplexity only; KL needs --ref-model without --engine\n");
+                std::exit(1);
+            }
+            std::vector<std::vector<int32_t>> batch;
+            for (const auto& chunk : j) {
+                if (opt->max_chunks > 0 && static_cast<int64_t>(batch.size()) >= opt->max_chunks) break;
+                auto ids = chunk.get<std::vector<int32_t>>();
+                if (ids.size() < 2) continue;
+                tokens += static_cast<int64_t>(ids.size()) - 1;
+                batch.push_back(std::move(ids));
+            }
+            windows = static_cast<int64_t>(batch.size());
+            if (windows > 0) nll = engine_nll(weights, batch);
+        }
         for (const auto& chunk : j) {
+            if (opt->engine) break;
             if (opt->max_chunks > 0 && windows >= opt->max_chunks) break;
             const auto ids = chunk.get<std::vector<int32_t>>();
             if (ids.size() < 2) continue;
@@ -120,11 +187,9 @@ void register_perplexity(CLI::App& app) {
             std::exit(1);
         }
         const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        nlohmann::ordered_json out = {{"windows", windows},
-                                      {"tokens", tokens},
-                                      {"nll", nll / tokens},
-                                      {"ppl", std::exp(nll / tokens)},
-                                      {"seconds", seconds}};
+        nlohmann::ordered_json out = {{"windows", windows},  {"tokens", tokens},
+                                      {"nll", nll / tokens}, {"ppl", std::exp(nll / tokens)},
+                                      {"seconds", seconds},  {"path", opt->engine ? "engine" : "forward"}};
         if (ref_fwd) {
             out["ref_ppl"] = std::exp(ref_nll / tokens);
             out["kl_ref_model"] = kl / tokens;

@@ -6,9 +6,11 @@
 #include <spdlog/spdlog.h>
 
 #include <ctime>
+#include <mutex>
 #include <optional>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "server/output_processor.h"
 #include "server/request.h"
@@ -75,6 +77,7 @@ struct SubRequest {
     int64_t prompt_tokens = 0;
     std::string echo;                 // completions with echo: the prompt text
     std::vector<int32_t> prompt_ids;  // completions with echo + logprobs: the prompt tokens
+    bool prompt_only = false;         // completions echo + max_tokens 0: generated tokens are dropped
     std::vector<ChoiceState> choices;
     bool finished() const {
         for (const ChoiceState& c : choices) {
@@ -333,6 +336,12 @@ struct Job {
                                        &out.prompt_logprobs[i]);
                 }
             }
+        }
+        if (sub.prompt_only) {
+            // The engine ran one step for the prompt's logprobs; its token is not part of the answer.
+            c.finish = "length";
+            if (sub.finished() && !sub.handle->done()) sub.handle->abort();
+            return stream ? stream_delta(c, OutputDelta{}, true) : std::string();
         }
         on_output(out.tokens.size() + (out.stop_token ? 1 : 0));
         const int64_t before = c.proc->num_tokens();
@@ -680,6 +689,19 @@ void OpenAiRoutes::metrics(httplib::Response& res) {
 
 namespace {
 
+// Unknown request fields are accepted and ignored as in vLLM; each name is logged once per process.
+void warn_unknown_fields(const std::vector<std::string>& names, const char* route) {
+    static std::mutex mu;
+    static std::unordered_set<std::string> seen;
+    for (const std::string& name : names) {
+        std::lock_guard<std::mutex> lock(mu);
+        if (seen.insert(name).second) {
+            spdlog::warn("{}: ignoring the unknown request field '{}' (logged once per field name)", route,
+                         name);
+        }
+    }
+}
+
 // Sends an ApiError from a Status of Engine::submit.
 ApiError submit_error(const Status& s, const char* param) {
     if (s.code() == StatusCode::kOutOfRange) {
@@ -750,6 +772,7 @@ void OpenAiRoutes::chat(const httplib::Request& req, httplib::Response& res) {
     if (auto* e = std::get_if<ApiError>(&parsed)) return server_.send_error(res, *e);
     ChatRequest& r = std::get<ChatRequest>(parsed);
     if (!known_model(config_, r.model)) return server_.send_error(res, model_not_found(r.model));
+    warn_unknown_fields(r.unknown_fields, "/v1/chat/completions");
 
     auto prompt = render_chat(r.messages, r.reasoning_effort, r.tools, r.forced_function);
     if (auto* e = std::get_if<ApiError>(&prompt)) return server_.send_error(res, *e);
@@ -814,6 +837,7 @@ void OpenAiRoutes::completions(const httplib::Request& req, httplib::Response& r
     if (auto* e = std::get_if<ApiError>(&parsed)) return server_.send_error(res, *e);
     CompletionRequest& r = std::get<CompletionRequest>(parsed);
     if (!known_model(config_, r.model)) return server_.send_error(res, model_not_found(r.model));
+    warn_unknown_fields(r.unknown_fields, "/v1/completions");
 
     const int64_t limit = engine->max_model_len();
     const int64_t max_tokens = r.params.max_tokens.value_or(16);  // the OpenAI default for completions
@@ -862,7 +886,8 @@ void OpenAiRoutes::completions(const httplib::Request& req, httplib::Response& r
     job->tok = tokenizer_;
     job->model = r.model;
     job->created = static_cast<int64_t>(std::time(nullptr));
-    engine::SamplingParams sp = to_engine(r.params, max_tokens);
+    // max_tokens 0 (echo): one engine step still runs, for the prompt logprobs; its token is dropped.
+    engine::SamplingParams sp = to_engine(r.params, std::max<int64_t>(max_tokens, 1));
     // Echo with logprobs scores the prompt too (not while streaming: the echo is sent before any step).
     if (r.echo && r.params.logprobs >= 0 && !r.params.stream) sp.prompt_logprobs = r.params.logprobs;
     for (size_t i = 0; i < prompts.size(); ++i) {
@@ -870,6 +895,7 @@ void OpenAiRoutes::completions(const httplib::Request& req, httplib::Response& r
         sub.prompt_tokens = static_cast<int64_t>(prompts[i].size());
         if (r.echo) sub.echo = tokenizer_->decode(prompts[i], false);
         if (sp.prompt_logprobs >= 0) sub.prompt_ids = prompts[i];
+        sub.prompt_only = r.prompt_only;
         auto handle = engine->submit(std::move(prompts[i]), sp);
         // A failure aborts the requests already submitted (the Job's destructor).
         if (!handle.is_ok()) return server_.send_error(res, submit_error(handle.status(), "prompt"));
@@ -901,7 +927,7 @@ void OpenAiRoutes::tokenize(const httplib::Request& req, httplib::Response& res)
             return server_.send_error(res, api_error_from_status(enc.status(), std::string("prompt")));
         ids = std::move(*enc);
     } else {
-        auto prompt = render_chat(r.messages, r.reasoning_effort, {}, std::nullopt);
+        auto prompt = render_chat(r.messages, r.reasoning_effort, r.tools, r.forced_function);
         if (auto* e = std::get_if<ApiError>(&prompt)) return server_.send_error(res, *e);
         ids = std::move(std::get<tokenizer::HarmonyPrompt>(prompt).ids);
     }

@@ -142,7 +142,8 @@ void parse_generation(Reader& r, bool chat, GenerationParams* p) {
     std::optional<int64_t> seed;
     r.get_int("seed", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(), &seed);
     if (seed) p->seed = static_cast<uint64_t>(*seed);
-    r.get_int("max_tokens", 1, std::numeric_limits<int64_t>::max(), &p->max_tokens);
+    // Completions accept 0 (with echo: the prompt alone); the caller checks echo.
+    r.get_int("max_tokens", chat ? 1 : 0, std::numeric_limits<int64_t>::max(), &p->max_tokens);
     if (chat) r.get_int("max_completion_tokens", 1, std::numeric_limits<int64_t>::max(), &p->max_tokens);
     r.get_bool("ignore_eos", &p->ignore_eos);
     r.get_bool("skip_special_tokens", &p->skip_special_tokens);
@@ -406,6 +407,55 @@ void parse_logprobs(Reader& r, bool chat, GenerationParams* p) {
     }
 }
 
+// Fields with no effect here that are accepted as OpenAI and vLLM accept them; their type is still checked.
+void accept_ignored(Reader& r, bool chat) {
+    std::string user;
+    r.get_string("user", &user);  // OpenAI: an end-user id for abuse monitoring
+    bool parallel = true;
+    // gpt-oss samples until <|call|>, so a reply holds at most one call whatever this says.
+    if (chat) r.get_bool("parallel_tool_calls", &parallel);
+}
+
+// Every top-level field the parsers read (docs/request-fields.md); any other is an unknown field.
+constexpr const char* kCommonFields[] = {"model",
+                                         "temperature",
+                                         "top_p",
+                                         "top_k",
+                                         "min_p",
+                                         "presence_penalty",
+                                         "frequency_penalty",
+                                         "repetition_penalty",
+                                         "n",
+                                         "seed",
+                                         "max_tokens",
+                                         "ignore_eos",
+                                         "skip_special_tokens",
+                                         "stream",
+                                         "stop",
+                                         "stop_token_ids",
+                                         "logit_bias",
+                                         "stream_options",
+                                         "response_format",
+                                         "logprobs",
+                                         "user"};
+constexpr const char* kChatFields[] = {"messages",    "reasoning_effort", "max_completion_tokens", "tools",
+                                       "tool_choice", "top_logprobs",     "parallel_tool_calls"};
+constexpr const char* kCompletionFields[] = {"prompt", "echo", "suffix", "best_of"};
+
+std::vector<std::string> unknown_fields(const json& body, bool chat) {
+    std::vector<std::string> out;
+    for (auto it = body.begin(); it != body.end(); ++it) {
+        auto in = [&](const auto& names) {
+            for (const char* n : names) {
+                if (it.key() == n) return true;
+            }
+            return false;
+        };
+        if (!in(kCommonFields) && !(chat ? in(kChatFields) : in(kCompletionFields))) out.push_back(it.key());
+    }
+    return out;
+}
+
 }  // namespace
 
 std::variant<RequestJson, ApiError> parse_json_body(const std::string& body) {
@@ -439,7 +489,9 @@ std::variant<ChatRequest, ApiError> parse_chat_request(const RequestJson& body) 
     refuse_unsupported(r, true);
     parse_tools(r, &req);
     parse_logprobs(r, true, &req.params);
+    accept_ignored(r, true);
     if (r.error) return *r.error;
+    req.unknown_fields = unknown_fields(body, true);
     return req;
 }
 
@@ -451,12 +503,22 @@ std::variant<CompletionRequest, ApiError> parse_completion_request(const Request
     parse_generation(r, false, &req.params);
     refuse_unsupported(r, false);
     parse_logprobs(r, false, &req.params);
+    accept_ignored(r, false);
+    if (!r.error && req.params.max_tokens == 0) {
+        if (!req.echo) {
+            return bad_field("max_tokens",
+                             "'max_tokens' is 0; it must be at least 1 (0 is allowed only with 'echo': true, "
+                             "which returns the prompt alone).");
+        }
+        req.prompt_only = true;
+    }
     if (!r.error) {
         std::optional<int64_t> best_of;
         r.get_int("best_of", 1, 128, &best_of);
         if (best_of && *best_of != req.params.n) r.refuse("best_of", "best_of must equal n.");
     }
     if (r.error) return *r.error;
+    req.unknown_fields = unknown_fields(body, false);
 
     const json* p = r.find("prompt");
     if (!p) return bad_field("prompt", "'prompt' is required.");
@@ -509,6 +571,10 @@ std::variant<TokenizeRequest, ApiError> parse_tokenize_request(const RequestJson
     if (body.contains("messages")) {
         parse_messages(r, &req.messages);
         parse_reasoning_effort(r, &req.reasoning_effort);
+        ChatRequest chat;
+        parse_tools(r, &chat);
+        req.tools = std::move(chat.tools);
+        req.forced_function = std::move(chat.forced_function);
     } else {
         const json* p = r.find("prompt");
         if (!p) return bad_field("prompt", "'prompt' (text) or 'messages' is required.");

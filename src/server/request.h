@@ -1,7 +1,8 @@
 // OpenAI request schemas of /v1/chat/completions, /v1/completions, /tokenize and /detokenize, parsed from
 // JSON and validated: every failure is an ApiError (400) whose message and `param` name the field.
 // Fields the server does not implement yet (response_format json, suffix, tool_choice required with several
-// tools) are refused with 400 rather than silently ignored. Test: tests/unit/server/request_test.cc.
+// tools) are refused with 400 rather than silently ignored; unknown fields are listed for a warning.
+// The policy per field: docs/request-fields.md. Test: tests/unit/server/request_test.cc.
 #pragma once
 
 #include <cstdint>
@@ -60,6 +61,9 @@ struct ChatRequest {
     // tool_choice naming a function, or "required" with exactly one tool: the call is forced.
     std::optional<std::string> forced_function;
     GenerationParams params;
+    // Top-level fields this server does not know, in the order sent: accepted and ignored (as vLLM
+    // does); the route logs a warning once per name (docs/request-fields.md).
+    std::vector<std::string> unknown_fields;
 };
 
 // A completions prompt: text, or token ids.
@@ -69,7 +73,10 @@ struct CompletionRequest {
     std::string model;
     std::vector<Prompt> prompts;  // one or more; choice index = prompt index * n + j
     bool echo = false;
+    // max_tokens 0 (allowed only with echo): the answer is the prompt alone, finish_reason "length".
+    bool prompt_only = false;
     GenerationParams params;
+    std::vector<std::string> unknown_fields;  // as ChatRequest::unknown_fields
 };
 
 struct TokenizeRequest {
@@ -78,6 +85,9 @@ struct TokenizeRequest {
     std::optional<std::string> prompt;
     std::vector<ChatMessage> messages;
     std::optional<std::string> reasoning_effort;
+    // With messages: `tools` and `tool_choice` as in chat (a forced function's header ends the prompt).
+    std::vector<tokenizer::ToolDescription> tools;
+    std::optional<std::string> forced_function;
     bool add_special_tokens = true;  // text: recognise special-token spellings
 };
 

@@ -223,3 +223,46 @@ TEST(Request, ToolsKeepTheClientsOrderAndToolChoiceForcesOne) {
 }
 
 }  // namespace volt::server
+
+namespace volt::server {
+
+// docs/request-fields.md: unknown fields are listed (the route warns once per name); user and
+// parallel_tool_calls are accepted but type-checked; max_tokens 0 is allowed only with echo.
+TEST(Request, UnknownAndAcceptedFields) {
+    auto r = parse_chat_request(RequestJson::parse(
+        R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "zeta": 1, "user": "u",
+            "parallel_tool_calls": false, "alpha": null, "max_completion_tokens": 3})"));
+    ASSERT_TRUE(std::holds_alternative<ChatRequest>(r)) << std::get<ApiError>(r).message;
+    EXPECT_EQ(std::get<ChatRequest>(r).unknown_fields, (std::vector<std::string>{"zeta", "alpha"}));
+    EXPECT_EQ(
+        chat_error(R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "user": 1})").param,
+        "user");
+    EXPECT_EQ(chat_error(R"({"model": "m", "messages": [{"role": "user", "content": "x"}],
+                             "parallel_tool_calls": "yes"})")
+                  .param,
+              "parallel_tool_calls");
+
+    auto c = parse_completion_request(
+        RequestJson::parse(R"({"model": "m", "prompt": "x", "max_completion_tokens": 3, "echo": true,
+                               "max_tokens": 0})"));
+    ASSERT_TRUE(std::holds_alternative<CompletionRequest>(c)) << std::get<ApiError>(c).message;
+    EXPECT_EQ(std::get<CompletionRequest>(c).unknown_fields,
+              std::vector<std::string>{"max_completion_tokens"});
+    EXPECT_TRUE(std::get<CompletionRequest>(c).prompt_only);
+    EXPECT_EQ(completion_error(R"({"model": "m", "prompt": "x", "max_tokens": 0})").param, "max_tokens");
+    EXPECT_EQ(chat_error(R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "max_tokens": 0})")
+                  .param,
+              "max_tokens");
+}
+
+TEST(Request, TokenizeMessagesWithTools) {
+    auto t = parse_tokenize_request(RequestJson::parse(
+        R"({"messages": [{"role": "user", "content": "x"}],
+            "tools": [{"type": "function", "function": {"name": "f"}}, {"type": "function", "function": {"name": "g"}}],
+            "tool_choice": {"type": "function", "function": {"name": "g"}}})"));
+    ASSERT_TRUE(std::holds_alternative<TokenizeRequest>(t)) << std::get<ApiError>(t).message;
+    EXPECT_EQ(std::get<TokenizeRequest>(t).tools.size(), 2u);
+    EXPECT_EQ(std::get<TokenizeRequest>(t).forced_function, "g");
+}
+
+}  // namespace volt::server
