@@ -45,43 +45,30 @@ TEST(CpuOps, AttentionSinkSoftmax) {
     int32_t seq_len = 2, qsl[2] = {0, 1}, table[1] = {0};
     uint16_t sink = f32_to_bf16(0.5f);
     std::vector<float> out(2, -1.0f);
-    attention({.q = q.data(),
-               .k_cache = kc.data(),
-               .v_cache = vc.data(),
-               .seq_lens = &seq_len,
-               .query_start_loc = qsl,
-               .block_tables = table,
-               .sinks = &sink,
-               .out = out.data(),
-               .num_seqs = 1,
-               .num_tokens = 1,
-               .num_heads = 1,
-               .num_kv_heads = 1,
-               .head_dim = 2,
-               .block_size = 4,
-               .max_blocks = 1,
-               .window = 0,
-               .scale = 1.0f});
+    auto run = [&](int64_t window) {
+        attention({.q = q.data(),
+                   .k_cache = kc.data(),
+                   .v_cache = vc.data(),
+                   .seq_lens = &seq_len,
+                   .query_start_loc = qsl,
+                   .block_tables = table,
+                   .sinks = &sink,
+                   .out = out.data(),
+                   .num_seqs = 1,
+                   .num_tokens = 1,
+                   .num_heads = 1,
+                   .num_kv_heads = 1,
+                   .head_dim = 2,
+                   .block_size = 4,
+                   .max_blocks = 1,
+                   .window = window,
+                   .scale = 1.0f});
+    };
+    run(0);
     EXPECT_NEAR(out[0], 0.23122390, 1e-6);
     EXPECT_NEAR(out[1], 0.62853172, 1e-6);
     // A sliding window of 1 key leaves only the current token: weights e^2 / (e^0.5 + e^2).
-    attention({.q = q.data(),
-               .k_cache = kc.data(),
-               .v_cache = vc.data(),
-               .seq_lens = &seq_len,
-               .query_start_loc = qsl,
-               .block_tables = table,
-               .sinks = &sink,
-               .out = out.data(),
-               .num_seqs = 1,
-               .num_tokens = 1,
-               .num_heads = 1,
-               .num_kv_heads = 1,
-               .head_dim = 2,
-               .block_size = 4,
-               .max_blocks = 1,
-               .window = 1,
-               .scale = 1.0f});
+    run(1);
     EXPECT_NEAR(out[0], 0.0, 1e-7);
     EXPECT_NEAR(out[1], std::exp(2.0) / (std::exp(0.5) + std::exp(2.0)), 1e-6);
 }
