@@ -13,9 +13,9 @@
 
 #include "core/logging.h"
 #include "core/thread_pool.h"
-#include "engine/cpu_executor.h"
+#include "executor/cpu_executor.h"
 #include "engine/engine.h"
-#include "engine/engine_flags.h"
+#include "executor/engine_flags.h"
 #include "model/loader.h"
 #include "model/random_model.h"
 

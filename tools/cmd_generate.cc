@@ -9,7 +9,7 @@
 
 #include "core/logging.h"
 #include "engine/engine.h"
-#include "engine/engine_flags.h"
+#include "executor/engine_flags.h"
 #include "io/model_path.h"
 #include "model/loader.h"
 #include "tokenizer/harmony_encoding.h"

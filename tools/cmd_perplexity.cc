@@ -15,7 +15,7 @@
 
 #include "cpu/cpu_ops.h"
 #include "engine/engine.h"
-#include "engine/engine_flags.h"
+#include "executor/engine_flags.h"
 #include "model/loader.h"
 #include "model/sequence_runner.h"
 #include "tools/commands.h"

@@ -16,7 +16,7 @@
 #include "core/logging.h"
 #include "core/paths.h"
 #include "engine/engine.h"
-#include "engine/engine_flags.h"
+#include "executor/engine_flags.h"
 #include "io/model_path.h"
 #include "model/loader.h"
 #include "server/http_server.h"
@@ -43,7 +43,7 @@ struct ServeFlags {
     std::string tool_call_parser, reasoning_parser;
     bool enable_auto_tool_choice = false;
     int64_t max_log_len = -1;
-    engine::EngineFlags engine;  // the flags `voltllm generate` shares (engine/engine_flags.h)
+    engine::EngineFlags engine;  // the flags `voltllm generate` shares (executor/engine_flags.h)
 };
 
 // The flag table's notices, found by prepare_args() before the log is set up (main.cc sets it up while

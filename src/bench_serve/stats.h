@@ -1,7 +1,7 @@
 // Summary statistics of `voltllm bench serve`: percentiles with numpy's default definition ("linear"
 // interpolation between closest ranks), mean and population standard deviation, and the per-run summary of
 // TTFT / TPOT / ITL / E2E latency, request and token throughputs (vLLM's benchmark_serving metrics).
-// Test: tests/unit/ops/bench_serve_test.cc (hand-computed values).
+// Test: tests/unit/bench_serve/bench_serve_test.cc (hand-computed values).
 #pragma once
 
 #include <cstdint>

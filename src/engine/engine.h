@@ -1,7 +1,7 @@
 // The engine: requests in, token deltas out, over continuous batching on a paged KV cache. One engine
 // thread owns the scheduler, the block manager and the executor; submit() and RequestHandle::abort() go
 // through a mutex-protected queue and each request has its own output channel (DESIGN.md "One request's
-// path"). Executors: engine/cpu_executor.h (the model on the CPU), engine/scripted_executor.h (fixed ids
+// path"). Executors: executor/cpu_executor.h (the model on the CPU), executor/scripted_executor.h (fixed ids
 // for tests). Tests: tests/unit/engine/engine_test.cc.
 #pragma once
 

@@ -1,7 +1,7 @@
 // The executor seam (DESIGN.md): the engine hands one flattened StepBatch per step to an Executor and
 // gets back sampled token ids and only the logprobs asked for. The engine never sees a tensor; the
-// executor never sees a request. Implementations: CpuExecutor (engine/cpu_executor.h), ScriptedExecutor
-// (engine/scripted_executor.h), CUDA later.
+// executor never sees a request. Implementations: CpuExecutor (executor/cpu_executor.h), ScriptedExecutor
+// (executor/scripted_executor.h), CUDA later.
 #pragma once
 
 #include <cstdint>

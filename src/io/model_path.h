@@ -2,7 +2,7 @@
 // looked up in the Hugging Face hub cache (models--org--name/snapshots/<rev>/, rev from refs/<revision>).
 // The directory is then opened by io::SafetensorsCheckpoint, which reads the shards its
 // model.safetensors.index.json names, so the `original/` and `metal/` copies of the gpt-oss repositories are
-// never read. Test: tests/unit/ops/model_path_test.cc. Cache layout: huggingface_hub's file_download.py.
+// never read. Test: tests/unit/io/model_path_test.cc. Cache layout: huggingface_hub's file_download.py.
 #pragma once
 
 #include <map>

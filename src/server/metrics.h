@@ -1,7 +1,7 @@
 // Prometheus metrics: a small thread-safe registry (counters, gauges, histograms with labels) rendered in
 // the text exposition format 0.0.4, and VllmMetrics, which registers vLLM's metric names, labels
 // (model_name, engine) and histogram buckets (vllm/v1/metrics/loggers.py), the renamed old names too.
-// docs/metrics.md lists every name. Test: tests/unit/ops/metrics_test.cc (exact exposition text).
+// docs/metrics.md lists every name. Test: tests/unit/server/metrics_test.cc (exact exposition text).
 #pragma once
 
 #include <atomic>

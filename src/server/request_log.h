@@ -1,7 +1,7 @@
 // Operational logging of `voltllm serve`: the X-Request-Id policy (honour the client's id, else make one;
 // echo it back), the per-request log lines of --enable-log-requests (prompt cut to --max-log-len), and the
 // periodic stats line (vLLM's LoggingStatLogger, every 10 s unless --disable-log-stats).
-// Test: tests/unit/ops/request_log_test.cc.
+// Test: tests/unit/server/request_log_test.cc.
 #pragma once
 
 #include <chrono>

@@ -1,5 +1,5 @@
 // The vLLM serve flag table and the command-line pre-pass; see vllm_flags.h. Row texts are copied into
-// docs/flags.md; tests/unit/ops/vllm_flags_test.cc fails when the two differ.
+// docs/flags.md; tests/unit/server/vllm_flags_test.cc fails when the two differ.
 #include "server/vllm_flags.h"
 
 #include <algorithm>

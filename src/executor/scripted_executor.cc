@@ -1,4 +1,4 @@
-#include "engine/scripted_executor.h"
+#include "executor/scripted_executor.h"
 
 #include <fstream>
 #include <nlohmann/json.hpp>

@@ -1,6 +1,6 @@
 // Engine flags parse into EngineConfig with vLLM's names; the scripted executor built from a script file
 // drives a threaded Engine and replays the file's ids (what `serve --executor scripted` runs).
-#include "engine/engine_flags.h"
+#include "executor/engine_flags.h"
 
 #include <gtest/gtest.h>
 

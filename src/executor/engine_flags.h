@@ -2,7 +2,7 @@
 // --block-size, --max-num-seqs, --max-num-batched-tokens, --max-model-len, --kv-cache-memory-bytes,
 // --num-kv-blocks-override (alias --num-gpu-blocks-override), --max-queued-requests, --swap-space
 // (accepted, prints a notice: swapping to host memory comes later), --executor cpu|scripted, --script.
-// Tests: tests/unit/engine/engine_flags_test.cc.
+// Tests: tests/unit/executor/engine_flags_test.cc.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -19,7 +19,7 @@ struct EngineFlags {
     EngineConfig config;
     double swap_space_gib = 0.0;   // accepted for vLLM compatibility; unused (recompute preemption only)
     std::string executor = "cpu";  // "cpu" (the model on the CPU) or "scripted" (replays --script)
-    std::string script;            // scripted executor's JSON file (engine/scripted_executor.h)
+    std::string script;            // scripted executor's JSON file (executor/scripted_executor.h)
 };
 
 void add_engine_flags(CLI::App* app, EngineFlags* flags);

@@ -1,8 +1,8 @@
-#include "engine/engine_flags.h"
+#include "executor/engine_flags.h"
 
 #include "core/logging.h"
-#include "engine/cpu_executor.h"
-#include "engine/scripted_executor.h"
+#include "executor/cpu_executor.h"
+#include "executor/scripted_executor.h"
 
 namespace volt::engine {
 
