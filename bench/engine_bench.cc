@@ -13,8 +13,8 @@
 
 #include "core/logging.h"
 #include "core/thread_pool.h"
-#include "executor/cpu_executor.h"
 #include "engine/engine.h"
+#include "executor/cpu_executor.h"
 #include "executor/engine_flags.h"
 #include "model/loader.h"
 #include "model/random_model.h"
@@ -46,7 +46,7 @@ int main(int argc, char** argv) {
     int32_t max_tokens = 32;
     float temperature = 1.0f;
     int threads = 0;
-    volt::engine::EngineFlags flags;
+    volt::executor::EngineFlags flags;
     flags.config.kv_cache_memory_bytes = int64_t{1} << 30;
     app.add_option("--model", model, "checkpoint directory; none: a random model");
     app.add_option("--num-prompts", num_prompts)->capture_default_str();
@@ -54,7 +54,7 @@ int main(int argc, char** argv) {
     app.add_option("--max-tokens", max_tokens)->capture_default_str();
     app.add_option("--temperature", temperature)->capture_default_str();
     app.add_option("--threads", threads, "0: all hardware threads");
-    volt::engine::add_engine_flags(&app, &flags);
+    volt::executor::add_engine_flags(&app, &flags);
     CLI11_PARSE(app, argc, argv);
     volt::init_logging("warning");
     volt::set_cpu_threads(threads);
@@ -72,7 +72,7 @@ int main(int argc, char** argv) {
     }
     const auto& c = weights->config;
     auto engine =
-        volt::engine::Engine::create(flags.config, std::make_unique<volt::engine::CpuExecutor>(weights));
+        volt::engine::Engine::create(flags.config, std::make_unique<volt::executor::CpuExecutor>(weights));
     if (!engine.is_ok()) {
         std::fprintf(stderr, "error: %s\n", engine.status().to_string().c_str());
         return 1;

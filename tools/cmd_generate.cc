@@ -29,7 +29,7 @@ struct GenerateArgs {
     int32_t top_k = 0;
     std::optional<uint64_t> seed;
     bool ignore_eos = false;
-    engine::EngineFlags engine;
+    executor::EngineFlags engine;
 };
 
 [[noreturn]] void fail(const std::string& message) {
@@ -53,7 +53,7 @@ std::string today() {
 void run(const GenerateArgs& a) {
     const int modes = !a.prompt_ids.empty() + !a.prompt.empty() + !a.chat.empty() + !a.prompts_file.empty();
     if (modes > 1) fail("give one of --prompt-ids, --prompt, --chat, --prompts-file");
-    Status flags = engine::check_engine_flags(a.engine);
+    Status flags = executor::check_engine_flags(a.engine);
     if (!flags.is_ok()) fail(flags.to_string());
     // A directory, or `org/name` looked up offline in the Hugging Face cache (io/model_path.h).
     io::ModelPathOptions mo;
@@ -100,7 +100,7 @@ void run(const GenerateArgs& a) {
 
     engine::EngineConfig config = a.engine.config;
     if (tok) config.vocab_size_real = tok->vocab_size();
-    auto executor = or_fail(engine::make_executor(a.engine, weights));
+    auto executor = or_fail(executor::make_executor(a.engine, weights));
     auto eng = or_fail(engine::Engine::create(config, std::move(executor)));
     engine::SamplingParams params;
     params.max_tokens = a.max_tokens;
@@ -174,7 +174,7 @@ void register_generate(CLI::App& app) {
     cmd->add_option("--top-k", a->top_k, "0: off")->capture_default_str();
     cmd->add_option("--seed", a->seed);
     cmd->add_flag("--ignore-eos", a->ignore_eos);
-    engine::add_engine_flags(cmd, &a->engine);
+    executor::add_engine_flags(cmd, &a->engine);
     cmd->callback([a] { run(*a); });
 }
 

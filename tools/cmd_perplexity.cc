@@ -51,8 +51,8 @@ double engine_nll(std::shared_ptr<model::ModelWeights> weights,
         std::fprintf(stderr, "error: %s\n", s.to_string().c_str());
         std::exit(1);
     };
-    engine::EngineFlags flags;
-    auto executor = engine::make_executor(flags, weights);
+    executor::EngineFlags flags;
+    auto executor = executor::make_executor(flags, weights);
     if (!executor.is_ok()) fail(executor.status());
     auto eng = engine::Engine::create(flags.config, std::move(executor).value());
     if (!eng.is_ok()) fail(eng.status());

@@ -43,7 +43,7 @@ struct ServeFlags {
     std::string tool_call_parser, reasoning_parser;
     bool enable_auto_tool_choice = false;
     int64_t max_log_len = -1;
-    engine::EngineFlags engine;  // the flags `voltllm generate` shares (executor/engine_flags.h)
+    executor::EngineFlags engine;  // the flags `voltllm generate` shares (executor/engine_flags.h)
 };
 
 // The flag table's notices, found by prepare_args() before the log is set up (main.cc sets it up while
@@ -78,7 +78,7 @@ void run_serve(const ServeFlags& f) {
         fail("two models given: '" + f.model_positional + "' and --model '" + f.model + "'");
     }
     const bool scripted = f.engine.executor == "scripted";
-    if (Status st = engine::check_engine_flags(f.engine); !st.is_ok()) fail(st.message());
+    if (Status st = executor::check_engine_flags(f.engine); !st.is_ok()) fail(st.message());
     if (f.engine.config.max_queued_requests < 0) fail("--max-queued-requests must be >= 0");
     std::string model_dir = !f.model.empty() ? f.model : f.model_positional;
     std::string model_name = model_dir;
@@ -164,7 +164,7 @@ void run_serve(const ServeFlags& f) {
         if (!loaded) fail(loaded.status().to_string());
         weights = *loaded;
     }
-    auto executor = engine::make_executor(f.engine, weights);
+    auto executor = executor::make_executor(f.engine, weights);
     if (!executor) fail(executor.status().to_string());
     auto engine = engine::Engine::create(ec, std::move(*executor));
     if (!engine) fail(engine.status().to_string());
@@ -263,7 +263,7 @@ void register_serve(CLI::App& app) {
     // The engine's flags, as `voltllm generate` has them; serve admits --max-num-seqs running plus
     // --max-queued-requests waiting (SGLang's name) and answers 503 + Retry-After beyond.
     f->engine.config.max_queued_requests = 256;
-    engine::add_engine_flags(cmd, &f->engine);
+    executor::add_engine_flags(cmd, &f->engine);
     // vLLM's human-readable counts: 32k = 32,000, 32K = 32,768, auto = 0 (the engine decides).
     for (const char* name : {"--max-model-len", "--kv-cache-memory-bytes"}) {
         cmd->get_option(name)->transform(CLI::Validator(

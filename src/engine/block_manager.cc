@@ -52,9 +52,9 @@ bool BlockManager::can_append(const SeqBlocks& s, int64_t computed, int64_t q) c
     return true;
 }
 
-void BlockManager::append(int64_t seq_id, SeqBlocks* s, int64_t computed, int64_t q,
+void BlockManager::append(int32_t slot, SeqBlocks* s, int64_t computed, int64_t q,
                           std::vector<BlockTableUpdate>* up, std::vector<BlockCopy>* copies) {
-    VOLT_CHECK(can_append(*s, computed, q)) << "sequence " << seq_id << " appends without free blocks";
+    VOLT_CHECK(can_append(*s, computed, q)) << "slot " << slot << " appends without free blocks";
     for (int g = 0; g < kNumKvGroups; ++g) {
         if (!has_group_[g] || q <= 0) continue;
         auto& t = s->table[g];
@@ -69,12 +69,12 @@ void BlockManager::append(int64_t seq_id, SeqBlocks* s, int64_t computed, int64_
                 pools_[g].decref(old);
             }
             t[j] = b;
-            up->push_back({seq_id, g, static_cast<int32_t>(j), b});
+            up->push_back({slot, g, static_cast<int32_t>(j), b});
         }
     }
 }
 
-void BlockManager::free_outside_window(int64_t seq_id, SeqBlocks* s, int64_t computed,
+void BlockManager::free_outside_window(int32_t slot, SeqBlocks* s, int64_t computed,
                                        std::vector<BlockTableUpdate>* up) {
     if (!has_group_[1] || window_ <= 0) return;
     auto& t = s->table[1];
@@ -84,13 +84,13 @@ void BlockManager::free_outside_window(int64_t seq_id, SeqBlocks* s, int64_t com
         if (t[j] >= 0) {
             pools_[1].decref(t[j]);
             t[j] = -1;
-            up->push_back({seq_id, 1, static_cast<int32_t>(j), -1});
+            up->push_back({slot, 1, static_cast<int32_t>(j), -1});
         }
     }
     s->sliding_freed = std::max(s->sliding_freed, end);
 }
 
-void BlockManager::fork(const SeqBlocks& parent, int64_t child_id, SeqBlocks* child,
+void BlockManager::fork(const SeqBlocks& parent, int32_t child_slot, SeqBlocks* child,
                         std::vector<BlockTableUpdate>* up) {
     *child = parent;
     for (int g = 0; g < kNumKvGroups; ++g) {
@@ -98,17 +98,17 @@ void BlockManager::fork(const SeqBlocks& parent, int64_t child_id, SeqBlocks* ch
         for (size_t j = 0; j < t.size(); ++j) {
             if (t[j] < 0) continue;
             pools_[g].incref(t[j]);
-            up->push_back({child_id, g, static_cast<int32_t>(j), t[j]});
+            up->push_back({child_slot, g, static_cast<int32_t>(j), t[j]});
         }
     }
 }
 
-void BlockManager::free(int64_t seq_id, SeqBlocks* s, std::vector<BlockTableUpdate>* up) {
+void BlockManager::free(int32_t slot, SeqBlocks* s, std::vector<BlockTableUpdate>* up) {
     for (int g = 0; g < kNumKvGroups; ++g) {
         for (int32_t b : s->table[g])
             if (b >= 0) pools_[g].decref(b);
         s->table[g].clear();
-        if (has_group_[g]) up->push_back({seq_id, g, -1, -1});
+        if (has_group_[g]) up->push_back({slot, g, -1, -1});
     }
     s->sliding_freed = 0;
 }

@@ -2,7 +2,8 @@
 // ids and, per sequence, a block table (logical block j holds positions [j * block_size, (j+1) *
 // block_size)). Sliding-window tables free the blocks lying wholly before (computed - window + 1) after
 // every step (entries become -1). Blocks shared after a fork (n > 1) are copied on write. Every table
-// change is logged as a BlockTableUpdate for the executor. Tests: tests/unit/engine/block_manager_test.cc.
+// change is logged as a BlockTableUpdate for the executor, naming the sequence's seq_slot. Tests:
+// tests/unit/engine/block_manager_test.cc.
 #pragma once
 
 #include <cstdint>
@@ -50,15 +51,15 @@ class BlockManager {
     int64_t blocks_needed(const SeqBlocks& s, int64_t computed, int64_t q, int g) const;
     bool can_append(const SeqBlocks& s, int64_t computed, int64_t q) const;
     // Allocates for positions [computed, computed + q); precondition can_append.
-    void append(int64_t seq_id, SeqBlocks* s, int64_t computed, int64_t q, std::vector<BlockTableUpdate>* up,
+    void append(int32_t slot, SeqBlocks* s, int64_t computed, int64_t q, std::vector<BlockTableUpdate>* up,
                 std::vector<BlockCopy>* copies);
     // After a step: frees sliding blocks wholly before computed - window + 1.
-    void free_outside_window(int64_t seq_id, SeqBlocks* s, int64_t computed,
-                             std::vector<BlockTableUpdate>* up);
+    void free_outside_window(int32_t slot, SeqBlocks* s, int64_t computed, std::vector<BlockTableUpdate>* up);
     // child shares every block of parent (ref counts + 1); logs the child's table.
-    void fork(const SeqBlocks& parent, int64_t child_id, SeqBlocks* child, std::vector<BlockTableUpdate>* up);
+    void fork(const SeqBlocks& parent, int32_t child_slot, SeqBlocks* child,
+              std::vector<BlockTableUpdate>* up);
     // Drops every block of the sequence and its tables.
-    void free(int64_t seq_id, SeqBlocks* s, std::vector<BlockTableUpdate>* up);
+    void free(int32_t slot, SeqBlocks* s, std::vector<BlockTableUpdate>* up);
 
     // Free + used = total per group, and every ref count equals the number of table entries naming the
     // block. kInternal with the first violation.

@@ -85,7 +85,7 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(EngineConfig config, Exec
     if (config.vocab_size_real <= 0 || config.vocab_size_real > info.vocab_size)
         config.vocab_size_real = static_cast<int32_t>(info.vocab_size);
     if (config.eos_token_ids.empty()) config.eos_token_ids = info.eos_token_ids;
-    VOLT_RETURN_IF_ERROR(executor->init_cache(config.block_size, plan.num_blocks));
+    VOLT_RETURN_IF_ERROR(executor->init_cache(config.block_size, plan.num_blocks, config.max_num_seqs));
     return std::unique_ptr<EngineCore>(new EngineCore(std::move(config), plan, executor, info));
 }
 
@@ -208,7 +208,7 @@ void EngineCore::build_batch(const std::vector<ScheduledSeq>& sched) {
         }
         b.query_start_loc.push_back(static_cast<int32_t>(b.token_ids.size()));
         b.context_lens.push_back(static_cast<int32_t>(c + q));
-        b.seq_ids.push_back(s->id);
+        b.seq_slots.push_back(s->slot);
         b.request_index.push_back(r->index);
         b.sampling.push_back({&r->params, r->prompt.get(), &s->output});
         const auto seq = static_cast<int32_t>(i);
@@ -278,7 +278,7 @@ Result<bool> EngineCore::step() {
         }
         const size_t first = r;
         while (r < batch_.logits_rows.size() && batch_.logits_rows[r].seq == static_cast<int32_t>(i)) ++r;
-        blocks_.free_outside_window(s->id, &s->blocks, s->num_computed, &pending_updates_);
+        blocks_.free_outside_window(s->slot, &s->blocks, s->num_computed, &pending_updates_);
         if (first == r) continue;
         // The prompt is done: fork the other choices (they share every block), then append each draw.
         std::vector<Sequence*> takers{s};
@@ -288,9 +288,9 @@ Result<bool> EngineCore::step() {
             child->req = req;
             child->choice = k;
             child->num_computed = s->num_computed;
-            blocks_.fork(s->blocks, child->id, &child->blocks, &pending_updates_);
+            scheduler_.add_running(child.get());  // takes the child's seq_slot
+            blocks_.fork(s->blocks, child->slot, &child->blocks, &pending_updates_);
             req->seqs.push_back(child.get());
-            scheduler_.add_running(child.get());
             takers.push_back(child.get());
             seqs_[child->id] = std::move(child);
         }

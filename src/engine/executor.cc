@@ -9,7 +9,8 @@ void StepBatch::clear() {
     for (auto& s : slot_mapping) s.clear();
     query_start_loc.assign(1, 0);
     context_lens.clear();
-    seq_ids.clear();
+    seq_slots.clear();
+    deferred.clear();
     request_index.clear();
     table_updates.clear();
     copies.clear();

@@ -11,18 +11,34 @@ bool before(const Sequence* a, const Sequence* b) {
 }
 }  // namespace
 
-Scheduler::Scheduler(SchedulerConfig config, BlockManager* blocks) : config_(config), blocks_(blocks) {}
+Scheduler::Scheduler(SchedulerConfig config, BlockManager* blocks) : config_(config), blocks_(blocks) {
+    for (int64_t i = config_.max_num_seqs - 1; i >= 0; --i) free_slots_.push_back(static_cast<int32_t>(i));
+}
+
+void Scheduler::take_slot(Sequence* s) {
+    VOLT_CHECK(s->slot < 0 && !free_slots_.empty()) << "no seq_slot for sequence " << s->id;
+    s->slot = free_slots_.back();
+    free_slots_.pop_back();
+}
+
+void Scheduler::release_slot(Sequence* s) {
+    if (s->slot < 0) return;
+    free_slots_.push_back(s->slot);
+    s->slot = -1;
+}
 
 void Scheduler::add_waiting(Sequence* s) {
     waiting_.insert(std::upper_bound(waiting_.begin(), waiting_.end(), s, before), s);
 }
 
 void Scheduler::add_running(Sequence* s) {
+    take_slot(s);
     running_.insert(std::upper_bound(running_.begin(), running_.end(), s, before), s);
 }
 
 void Scheduler::preempt(Sequence* s, std::vector<BlockTableUpdate>* up) {
-    blocks_->free(s->id, &s->blocks, up);
+    blocks_->free(s->slot, &s->blocks, up);
+    release_slot(s);
     s->num_computed = 0;
     ++num_preemptions_;
     add_waiting(s);
@@ -49,7 +65,7 @@ std::vector<ScheduledSeq> Scheduler::schedule(std::vector<BlockTableUpdate>* up,
             }
         }
         if (self_preempted) break;
-        blocks_->append(s->id, &s->blocks, s->num_computed, q, up, copies);
+        blocks_->append(s->slot, &s->blocks, s->num_computed, q, up, copies);
         out.push_back({s, q});
         budget -= q;
         ++i;
@@ -64,8 +80,8 @@ std::vector<ScheduledSeq> Scheduler::schedule(std::vector<BlockTableUpdate>* up,
         const int64_t q = std::min(s->num_tokens() - s->num_computed, budget);
         if (!blocks_->can_append(s->blocks, s->num_computed, q)) break;
         waiting_.pop_front();
-        blocks_->append(s->id, &s->blocks, s->num_computed, q, up, copies);
         add_running(s);
+        blocks_->append(s->slot, &s->blocks, s->num_computed, q, up, copies);
         out.push_back({s, q});
         budget -= q;
         seats += 1 + s->pending_forks;
@@ -74,7 +90,8 @@ std::vector<ScheduledSeq> Scheduler::schedule(std::vector<BlockTableUpdate>* up,
 }
 
 void Scheduler::remove(Sequence* s, std::vector<BlockTableUpdate>* up) {
-    blocks_->free(s->id, &s->blocks, up);
+    if (s->slot >= 0) blocks_->free(s->slot, &s->blocks, up);
+    release_slot(s);
     auto drop = [&](std::deque<Sequence*>& q) {
         auto it = std::find(q.begin(), q.end(), s);
         if (it != q.end()) q.erase(it);

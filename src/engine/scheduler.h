@@ -39,6 +39,7 @@ struct Sequence {
     int32_t pending_forks = 0;  // n - 1 until the prompt is done and the choices fork
     std::vector<int32_t> output;
     int64_t num_computed = 0;  // tokens whose KV is in the cache
+    int32_t slot = -1;         // seq_slot in [0, max_num_seqs) while running, else -1
     SeqBlocks blocks;
 
     int64_t num_prompt() const { return static_cast<int64_t>(req->prompt->size()); }
@@ -63,7 +64,9 @@ class Scheduler {
     Scheduler(SchedulerConfig config, BlockManager* blocks);
 
     void add_waiting(Sequence* s);  // kept in (request index, choice) order
-    void add_running(Sequence* s);  // a forked child: it already holds its blocks
+    // A forked child: takes a seq_slot here (call before its blocks are forked to it), already holds
+    // its blocks.
+    void add_running(Sequence* s);
     // Picks this step's sequences and allocates their blocks; logs table updates and copies.
     std::vector<ScheduledSeq> schedule(std::vector<BlockTableUpdate>* up, std::vector<BlockCopy>* copies);
     // Finished or aborted: frees its blocks and forgets it.
@@ -75,10 +78,13 @@ class Scheduler {
 
   private:
     void preempt(Sequence* s, std::vector<BlockTableUpdate>* up);
+    void take_slot(Sequence* s);
+    void release_slot(Sequence* s);
 
     SchedulerConfig config_;
     BlockManager* blocks_;
     std::deque<Sequence*> running_, waiting_;
+    std::vector<int32_t> free_slots_;  // LIFO, lowest slot on top first
     int64_t num_preemptions_ = 0;
 };
 

@@ -1,11 +1,15 @@
 #include "executor/cpu_executor.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstring>
 
 #include "core/check.h"
 
-namespace volt::engine {
+namespace volt::executor {
+
+using namespace engine;  // the seam's types
 
 CpuExecutor::CpuExecutor(std::shared_ptr<const model::ModelWeights> weights)
     : weights_(std::move(weights)), forward_(weights_, backend_) {}
@@ -26,23 +30,30 @@ int64_t CpuExecutor::bytes_per_block(int64_t block_size, int group) const {
     return model::KvCache::bytes_per_block(weights_->config, block_size, static_cast<model::KvGroup>(group));
 }
 
-Status CpuExecutor::init_cache(int64_t block_size, const int64_t num_blocks[kNumKvGroups]) {
+ExecutorMemory CpuExecutor::memory() const {
+    const int64_t page = sysconf(_SC_PAGESIZE);
+    return {sysconf(_SC_PHYS_PAGES) * page, sysconf(_SC_AVPHYS_PAGES) * page};
+}
+
+Status CpuExecutor::init_cache(int64_t block_size, const int64_t num_blocks[kNumKvGroups],
+                               int64_t max_num_seqs) {
     cache_ = std::make_unique<model::KvCache>(weights_->config, block_size, num_blocks);
+    for (auto& t : tables_) t.assign(max_num_seqs, {});
+    set_num_slots(max_num_seqs);
     return Status::ok();
 }
 
-Status CpuExecutor::execute(const StepBatch& b, StepResult* result) {
+Status CpuExecutor::run(const StepBatch& b, StepResult* result) {
     VOLT_CHECK(cache_) << "init_cache before execute";
     const model::GptOssConfig& c = weights_->config;
     const int64_t bs = cache_->block_size(), V = c.vocab_size;
 
     for (const BlockTableUpdate& u : b.table_updates) {
-        auto& tables = tables_[u.group];
+        auto& t = tables_[u.group][u.slot];
         if (u.index < 0) {
-            tables.erase(u.seq_id);
+            t.clear();
             continue;
         }
-        auto& t = tables[u.seq_id];
         if (static_cast<int64_t>(t.size()) <= u.index) t.resize(u.index + 1, -1);
         t[u.index] = u.block;
     }
@@ -65,16 +76,13 @@ Status CpuExecutor::execute(const StepBatch& b, StepResult* result) {
     fb.seq_lens = b.context_lens.data();
     for (int g = 0; g < kNumKvGroups; ++g) {
         int64_t max_blocks = 1;
-        for (int64_t s = 0; s < b.num_seqs; ++s) {
-            auto it = tables_[g].find(b.seq_ids[s]);
-            if (it != tables_[g].end()) max_blocks = std::max<int64_t>(max_blocks, it->second.size());
-        }
+        for (int64_t s = 0; s < b.num_seqs; ++s)
+            max_blocks = std::max<int64_t>(max_blocks, tables_[g][b.seq_slots[s]].size());
         auto& st = step_tables_[g];
         st.assign(b.num_seqs * max_blocks, -1);
         for (int64_t s = 0; s < b.num_seqs; ++s) {
-            auto it = tables_[g].find(b.seq_ids[s]);
-            if (it != tables_[g].end())
-                std::copy(it->second.begin(), it->second.end(), st.begin() + s * max_blocks);
+            const auto& t = tables_[g][b.seq_slots[s]];
+            std::copy(t.begin(), t.end(), st.begin() + s * max_blocks);
         }
         fb.groups[g] = {b.slot_mapping[g].data(), st.data(), max_blocks};
     }
@@ -160,4 +168,4 @@ Status CpuExecutor::execute(const StepBatch& b, StepResult* result) {
     return Status::ok();
 }
 
-}  // namespace volt::engine
+}  // namespace volt::executor

@@ -9,21 +9,27 @@
 #include <vector>
 
 #include "cpu/cpu_ops.h"
-#include "engine/executor.h"
+#include "executor/sync_executor.h"
 #include "model/forward.h"
 #include "model/kv_cache.h"
 #include "ops/sample.h"
 
-namespace volt::engine {
+namespace volt::executor {
 
-class CpuExecutor final : public Executor {
+using engine::kNumKvGroups;
+
+class CpuExecutor final : public SyncExecutor {
   public:
     explicit CpuExecutor(std::shared_ptr<const model::ModelWeights> weights);
 
-    ExecutorInfo info() const override;
+    engine::ExecutorInfo info() const override;
     int64_t bytes_per_block(int64_t block_size, int group) const override;
-    Status init_cache(int64_t block_size, const int64_t num_blocks[kNumKvGroups]) override;
-    Status execute(const StepBatch& batch, StepResult* result) override;
+    engine::ExecutorMemory memory() const override;
+    Status init_cache(int64_t block_size, const int64_t num_blocks[kNumKvGroups],
+                      int64_t max_num_seqs) override;
+
+  protected:
+    Status run(const engine::StepBatch& batch, engine::StepResult* result) override;
 
     model::Forward& forward() { return forward_; }
 
@@ -32,7 +38,7 @@ class CpuExecutor final : public Executor {
     cpu::CpuBackend backend_;
     model::Forward forward_;
     std::unique_ptr<model::KvCache> cache_;
-    std::map<int64_t, std::vector<int32_t>> tables_[kNumKvGroups];  // seq id -> block table
+    std::vector<std::vector<int32_t>> tables_[kNumKvGroups];  // [slot] block table
     // Scratch reused across steps.
     std::vector<int32_t> step_tables_[kNumKvGroups], rows_;
     std::vector<float> logits_;
@@ -43,4 +49,4 @@ class CpuExecutor final : public Executor {
     std::vector<float> logprobs_, top_logprobs_;
 };
 
-}  // namespace volt::engine
+}  // namespace volt::executor

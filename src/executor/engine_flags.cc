@@ -4,7 +4,7 @@
 #include "executor/cpu_executor.h"
 #include "executor/scripted_executor.h"
 
-namespace volt::engine {
+namespace volt::executor {
 
 void add_engine_flags(CLI::App* app, EngineFlags* f) {
     EngineConfig& c = f->config;
@@ -56,4 +56,4 @@ Result<std::unique_ptr<Executor>> make_executor(const EngineFlags& f,
     return std::unique_ptr<Executor>(std::make_unique<CpuExecutor>(std::move(weights)));
 }
 
-}  // namespace volt::engine
+}  // namespace volt::executor

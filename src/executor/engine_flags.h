@@ -13,7 +13,10 @@
 #include "engine/engine.h"
 #include "model/weights.h"
 
-namespace volt::engine {
+namespace volt::executor {
+
+using engine::EngineConfig;
+using engine::Executor;
 
 struct EngineFlags {
     EngineConfig config;
@@ -33,4 +36,4 @@ Status check_engine_flags(const EngineFlags& flags);
 Result<std::unique_ptr<Executor>> make_executor(const EngineFlags& flags,
                                                 std::shared_ptr<const model::ModelWeights> weights);
 
-}  // namespace volt::engine
+}  // namespace volt::executor

@@ -4,7 +4,9 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-namespace volt::engine {
+namespace volt::executor {
+
+using engine::LogitsRow;
 
 ScriptedExecutor::ScriptedExecutor(ScriptedOptions options) : options_(std::move(options)) {}
 
@@ -58,7 +60,7 @@ ExecutorInfo ScriptedExecutor::info() const {
     return info;
 }
 
-Status ScriptedExecutor::execute(const StepBatch& b, StepResult* result) {
+Status ScriptedExecutor::run(const engine::StepBatch& b, engine::StepResult* result) {
     result->tokens.clear();
     result->logprobs.clear();
     bool any_lp = false;
@@ -83,4 +85,4 @@ Status ScriptedExecutor::execute(const StepBatch& b, StepResult* result) {
     return Status::ok();
 }
 
-}  // namespace volt::engine
+}  // namespace volt::executor

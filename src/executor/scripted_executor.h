@@ -12,9 +12,12 @@
 #include <string>
 #include <vector>
 
-#include "engine/executor.h"
+#include "executor/sync_executor.h"
 
-namespace volt::engine {
+namespace volt::executor {
+
+using engine::ExecutorInfo;
+using engine::kNumKvGroups;
 
 struct ScriptedOptions {
     std::vector<std::vector<int32_t>> outputs;
@@ -25,7 +28,7 @@ struct ScriptedOptions {
     std::vector<int32_t> eos_token_ids = {200002, 199999, 200012};  // <|return|>, <|endoftext|>, <|call|>
 };
 
-class ScriptedExecutor final : public Executor {
+class ScriptedExecutor final : public SyncExecutor {
   public:
     explicit ScriptedExecutor(ScriptedOptions options);
     // Reads the script file described above. kNotFound / kInvalidArgument naming the file.
@@ -33,11 +36,17 @@ class ScriptedExecutor final : public Executor {
 
     ExecutorInfo info() const override;
     int64_t bytes_per_block(int64_t, int) const override { return 0; }
-    Status init_cache(int64_t, const int64_t[kNumKvGroups]) override { return Status::ok(); }
-    Status execute(const StepBatch& batch, StepResult* result) override;
+    engine::ExecutorMemory memory() const override { return {}; }
+    Status init_cache(int64_t, const int64_t[kNumKvGroups], int64_t max_num_seqs) override {
+        set_num_slots(max_num_seqs);
+        return Status::ok();
+    }
+
+  protected:
+    Status run(const engine::StepBatch& batch, engine::StepResult* result) override;
 
   private:
     ScriptedOptions options_;
 };
 
-}  // namespace volt::engine
+}  // namespace volt::executor

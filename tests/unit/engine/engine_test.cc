@@ -12,13 +12,15 @@
 #include <random>
 #include <thread>
 
-#include "executor/cpu_executor.h"
 #include "engine/engine_core.h"
+#include "executor/cpu_executor.h"
 #include "model/random_model.h"
 #include "ops/sample.h"
 
 namespace volt::engine {
 namespace {
+
+using executor::CpuExecutor;
 
 using model::testing::random_model;
 using model::testing::small_config;

@@ -12,15 +12,19 @@
 
 #include "engine/engine_core.h"
 #include "executor/scripted_executor.h"
+#include "executor/sync_executor.h"
 
 namespace volt::engine {
 namespace {
+
+using executor::ScriptedExecutor;
+using executor::ScriptedOptions;
 
 int32_t scripted_token(int64_t request, uint64_t seed, int64_t k) {
     return static_cast<int32_t>((request * 131 + static_cast<int64_t>(seed) * 17 + k * 7) % 900);
 }
 
-class SimExecutor final : public Executor {
+class SimExecutor final : public executor::SyncExecutor {
   public:
     SimExecutor(int64_t window, int64_t max_tokens, int64_t max_seqs)
         : window_(window), max_tokens_(max_tokens), max_seqs_(max_seqs) {}
@@ -35,21 +39,24 @@ class SimExecutor final : public Executor {
         return i;
     }
     int64_t bytes_per_block(int64_t, int) const override { return 0; }
-    Status init_cache(int64_t block_size, const int64_t num_blocks[kNumKvGroups]) override {
+    ExecutorMemory memory() const override { return {}; }
+    Status init_cache(int64_t block_size, const int64_t num_blocks[kNumKvGroups],
+                      int64_t max_num_seqs) override {
+        set_num_slots(max_num_seqs);
         bs_ = block_size;
         for (int g = 0; g < kNumKvGroups; ++g) cache_[g].assign(num_blocks[g] * bs_, {-1, -1});
         return Status::ok();
     }
-    Status execute(const StepBatch& b, StepResult* result) override {
+    Status run(const StepBatch& b, StepResult* result) override {
         EXPECT_LE(b.num_tokens, max_tokens_);
         EXPECT_LE(b.num_seqs, max_seqs_);
         EXPECT_GT(b.num_tokens, 0);
         for (const auto& u : b.table_updates) {
             if (u.index < 0) {
-                tables_[u.group].erase(u.seq_id);
+                tables_[u.group].erase(u.slot);
                 continue;
             }
-            auto& t = tables_[u.group][u.seq_id];
+            auto& t = tables_[u.group][u.slot];
             if (static_cast<int32_t>(t.size()) <= u.index) t.resize(u.index + 1, -1);
             t[u.index] = u.block;
         }
@@ -70,7 +77,7 @@ class SimExecutor final : public Executor {
                 EXPECT_EQ(b.positions[row], p);
                 EXPECT_EQ(b.token_ids[row], token_at(p));
                 for (int g = 0; g < groups; ++g) {
-                    const auto& t = tables_[g][b.seq_ids[s]];
+                    const auto& t = tables_[g][b.seq_slots[s]];
                     EXPECT_LT(p / bs_, static_cast<int64_t>(t.size()));
                     EXPECT_GE(t[p / bs_], 0);
                     const int64_t slot = t[p / bs_] * bs_ + p % bs_;
@@ -80,18 +87,18 @@ class SimExecutor final : public Executor {
                 }
             }
             for (int g = 0; g < groups; ++g) {
-                const auto& t = tables_[g][b.seq_ids[s]];
+                const auto& t = tables_[g][b.seq_slots[s]];
                 const int64_t lo = g == 1 ? std::max<int64_t>(0, ctx - q - window_ + 1) : 0;
                 for (int64_t p = lo; p < ctx; ++p) {
                     const int32_t block = t[p / bs_];
                     if (block < 0) {
                         ADD_FAILURE()
-                            << "group " << g << " seq " << b.seq_ids[s] << " position " << p << " not held";
+                            << "group " << g << " seq " << b.seq_slots[s] << " position " << p << " not held";
                         return internal_error("key not held");
                     }
                     const auto [tok, pos] = cache_[g][block * bs_ + p % bs_];
                     if (pos != p || tok != token_at(p)) {
-                        ADD_FAILURE() << "group " << g << " seq " << b.seq_ids[s] << " position " << p
+                        ADD_FAILURE() << "group " << g << " seq " << b.seq_slots[s] << " position " << p
                                       << " reads (token " << tok << ", position " << pos << "), wants token "
                                       << token_at(p);
                         return internal_error("wrong key");
@@ -331,8 +338,10 @@ class CostlyExecutor final : public Executor {
         return i;
     }
     int64_t bytes_per_block(int64_t block_size, int) const override { return block_size * 1000; }
-    Status init_cache(int64_t, const int64_t[kNumKvGroups]) override { return Status::ok(); }
-    Status execute(const StepBatch&, StepResult*) override { return internal_error("not for running"); }
+    ExecutorMemory memory() const override { return {}; }
+    Status init_cache(int64_t, const int64_t[kNumKvGroups], int64_t) override { return Status::ok(); }
+    Result<StepHandle> submit(const StepBatch&) override { return internal_error("not for running"); }
+    Status collect(StepHandle, StepResult*) override { return internal_error("not for running"); }
 };
 
 TEST(SchedulerTest, PlanSplitsTheBudgetBetweenGroups) {

@@ -7,8 +7,10 @@
 #include <cstdio>
 #include <fstream>
 
-namespace volt::engine {
+namespace volt::executor {
 namespace {
+
+using namespace engine;  // Engine, SamplingParams, RequestHandle, RequestOutput
 
 Status parse(std::vector<std::string> args, EngineFlags* f) {
     CLI::App app;
@@ -100,4 +102,4 @@ TEST(EngineFlagsTest, ScriptedExecutorReplaysTheFile) {
 }
 
 }  // namespace
-}  // namespace volt::engine
+}  // namespace volt::executor
