@@ -39,7 +39,7 @@ double decode_bytes(const volt::model::ModelWeights& w) {
     const double H = c.hidden_size, I = c.intermediate_size, k = c.num_experts_per_tok;
     const double attn = 2.0 * (c.q_dim() * H * 2 + c.kv_dim() * H * 2 + c.q_dim() + 2 * c.kv_dim() + H);
     const double router = 2.0 * (c.num_local_experts * H + c.num_local_experts);
-    const bool mx = w.layers[0].gate_up.format == volt::model::ExpertFormat::kMxfp4;
+    const bool mx = w.layers[0].gate_up.format == volt::ops::Format::kMxfp4;
     const double per_weight = mx ? (0.5 + 1.0 / 32) : 2.0;
     const double experts = k * (per_weight * (2 * I * H + H * I) + 2.0 * (2 * I + H));
     return c.num_hidden_layers * (attn + router + experts + 4 * H) + 2.0 * H + 2.0 * c.vocab_size * H;
@@ -67,7 +67,7 @@ int main(int argc, char** argv) {
     const double load_s = seconds_since(t0);
     const auto& c = (*weights)->config;
     volt::cpu::CpuBackend backend;
-    volt::model::Forward fwd(*weights, backend);
+    volt::model::Forward fwd(*volt::model::place_model(*weights, backend), backend);
     volt::model::SequenceRunner run(fwd, prompt_len + decode_tokens);
     std::vector<int32_t> prompt(prompt_len);
     for (int64_t i = 0; i < prompt_len; ++i) prompt[i] = static_cast<int32_t>((i * 7919) % c.vocab_size);

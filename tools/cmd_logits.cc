@@ -1,13 +1,17 @@
 // `voltllm logits`: float32 logits [T, vocab] of a prompt given as token ids, as a NumPy .npy file, for
-// RoPE positions P..P+T-1 on an empty cache. Needs no tokenizer files.
+// RoPE positions P..P+T-1 on an empty cache, on the CPU or a GPU (--device). --trace DIR also writes
+// every named intermediate of the forward pass as DIR/<name>.npy (layer -1) or DIR/L<layer>.<name>.npy
+// [T, cols] f32: tools/golden/transformers_logits.py --trace writes the same names from transformers'
+// hooks and tests/golden/parity_test.cc reports the first layer and name that diverge. Needs no tokenizer.
 #include <cstdio>
+#include <filesystem>
+#include <map>
 #include <sstream>
 
 #include "core/npy.h"
-#include "cpu/cpu_ops.h"
-#include "model/loader.h"
 #include "model/sequence_runner.h"
 #include "tools/commands.h"
+#include "tools/forward_session.h"
 
 namespace volt::tools {
 
@@ -33,19 +37,21 @@ void register_logits(CLI::App& app) {
     auto ids = std::make_shared<std::string>();
     auto out = std::make_shared<std::string>();
     auto start = std::make_shared<int64_t>(0);
+    auto trace_dir = std::make_shared<std::string>();
+    auto device = std::make_shared<executor::DeviceOptions>();
+    auto kv_f16 = std::make_shared<bool>(false);
     cmd->add_option("--model", *model, "checkpoint directory")->required();
     cmd->add_option("--prompt-ids", *ids, "comma-separated token ids, e.g. 1,2,3")->required();
     cmd->add_option("--start-pos", *start, "RoPE position of the first token")->capture_default_str();
     cmd->add_option("--out", *out, "output .npy path")->required();
+    cmd->add_option("--trace", *trace_dir, "also write every named intermediate as .npy into this directory");
+    cmd->add_flag("--kv-cache-f16", *kv_f16, "store the KV cache in fp16 (default f32)");
+    add_device_flags(cmd, device.get());
     cmd->callback([=] {
         const std::vector<int32_t> prompt = parse_id_list(*ids);
         if (prompt.empty()) throw CLI::ValidationError("--prompt-ids", "no ids given");
-        auto weights = model::load_model(*model);
-        if (!weights.is_ok()) {
-            std::fprintf(stderr, "error: %s\n", weights.status().to_string().c_str());
-            std::exit(1);
-        }
-        const int64_t V = (*weights)->config.vocab_size;
+        ForwardSession session = open_forward_or_exit(*model, *device);
+        const int64_t V = session.host->config.vocab_size;
         for (int32_t id : prompt) {
             if (id >= V) {
                 std::fprintf(stderr, "error: token id %d is outside the vocabulary (%lld ids)\n", id,
@@ -53,11 +59,32 @@ void register_logits(CLI::App& app) {
                 std::exit(1);
             }
         }
-        cpu::CpuBackend backend;
-        model::Forward fwd(*weights, backend);
-        model::SequenceRunner run(fwd, static_cast<int64_t>(prompt.size()));
+        // Traced tensors in call order; final_norm comes in chunks of logits rows and is concatenated.
+        std::map<std::string, std::pair<std::vector<float>, int64_t>> traced;
+        std::vector<std::string> order;
+        if (!trace_dir->empty()) {
+            session.forward->set_trace(
+                [&](std::string_view name, int64_t layer, const float* data, int64_t rows, int64_t cols) {
+                    const std::string key =
+                        layer < 0 ? std::string(name) : "L" + std::to_string(layer) + "." + std::string(name);
+                    auto [it, fresh] = traced.try_emplace(key, std::vector<float>{}, cols);
+                    if (fresh) order.push_back(key);
+                    it->second.first.insert(it->second.first.end(), data, data + rows * cols);
+                });
+        }
+        model::SequenceRunner run(*session.forward, static_cast<int64_t>(prompt.size()), 16,
+                                  *kv_f16 ? ops::Format::kF16 : ops::Format::kF32);
         auto logits = run.append(prompt, /*all_rows=*/true, *start);
         Status st = write_npy_f32(*out, logits.data(), {static_cast<int64_t>(prompt.size()), V});
+        if (st.is_ok() && !trace_dir->empty()) {
+            std::filesystem::create_directories(*trace_dir);
+            for (const std::string& key : order) {
+                const auto& [data, cols] = traced[key];
+                st = write_npy_f32(*trace_dir + "/" + key + ".npy", data.data(),
+                                   {static_cast<int64_t>(data.size()) / cols, cols});
+                if (!st.is_ok()) break;
+            }
+        }
         if (!st.is_ok()) {
             std::fprintf(stderr, "error: %s\n", st.to_string().c_str());
             std::exit(1);

@@ -13,24 +13,15 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
-#include "cpu/cpu_ops.h"
 #include "engine/engine.h"
 #include "executor/engine_flags.h"
 #include "model/loader.h"
 #include "model/sequence_runner.h"
 #include "tools/commands.h"
+#include "tools/forward_session.h"
 
 namespace volt::tools {
 namespace {
-
-std::shared_ptr<model::ModelWeights> load_or_exit(const std::string& dir) {
-    auto weights = model::load_model(dir);
-    if (!weights.is_ok()) {
-        std::fprintf(stderr, "error: %s\n", weights.status().to_string().c_str());
-        std::exit(1);
-    }
-    return *weights;
-}
 
 // log-softmax of one row of logits, in double.
 void log_softmax(const float* row, int64_t n, std::vector<double>& out) {
@@ -45,7 +36,7 @@ void log_softmax(const float* row, int64_t n, std::vector<double>& out) {
 
 // Negative log-likelihood summed over every window's tokens after the first, from the engine's prompt
 // logprobs (vLLM's raw model logprobs), all windows in flight together.
-double engine_nll(std::shared_ptr<model::ModelWeights> weights,
+double engine_nll(std::shared_ptr<const model::ModelWeights> weights,
                   const std::vector<std::vector<int32_t>>& windows) {
     auto fail = [](const Status& s) {
         std::fprintf(stderr, "error: %s\n", s.to_string().c_str());
@@ -89,11 +80,11 @@ void register_perplexity(CLI::App& app) {
         std::string model, ref_model, chunks;
         int64_t max_chunks = 0;
         bool engine = false;
+        executor::DeviceOptions device;
     };
     auto opt = std::make_shared<Options>();
     auto* cmd = app.add_subcommand(
-        "perplexity",
-        "Per-token perplexity (and KL from a reference model) on windows of token ids, CPU fp32");
+        "perplexity", "Per-token perplexity (and KL from a reference model) on windows of token ids");
     cmd->add_option("--model", opt->model, "checkpoint directory")->required();
     cmd->add_option("--ref-model", opt->ref_model,
                     "reference checkpoint for KL(ref || model), same vocabulary");
@@ -103,6 +94,7 @@ void register_perplexity(CLI::App& app) {
     cmd->add_flag(
         "--engine", opt->engine,
         "score through the engine's prompt logprobs (all windows batched) instead of the forward pass");
+    add_device_flags(cmd, &opt->device);
     cmd->callback([opt] {
         std::ifstream f(opt->chunks);
         const auto j = nlohmann::json::parse(f, nullptr, /*allow_exceptions=*/false);
@@ -110,19 +102,19 @@ void register_perplexity(CLI::App& app) {
             std::fprintf(stderr, "error: %s is not a JSON array of arrays of ids\n", opt->chunks.c_str());
             std::exit(1);
         }
-        auto weights = load_or_exit(opt->model);
-        std::shared_ptr<model::ModelWeights> ref_weights;
-        if (!opt->ref_model.empty()) ref_weights = load_or_exit(opt->ref_model);
+        ForwardSession session = open_forward_or_exit(opt->model, opt->device);
+        ForwardSession ref;
+        if (!opt->ref_model.empty()) ref = open_forward_or_exit(opt->ref_model, opt->device);
+        const auto& weights = session.host;
+        const auto& ref_weights = ref.host;
         const int64_t V = weights->config.vocab_size;
         if (ref_weights && ref_weights->config.vocab_size != V) {
             std::fprintf(stderr, "error: --ref-model has %lld ids, --model %lld\n",
                          static_cast<long long>(ref_weights->config.vocab_size), static_cast<long long>(V));
             std::exit(1);
         }
-        cpu::CpuBackend backend;
-        model::Forward fwd(weights, backend);
-        std::unique_ptr<model::Forward> ref_fwd;
-        if (ref_weights) ref_fwd = std::make_unique<model::Forward>(ref_weights, backend);
+        model::Forward& fwd = *session.forward;
+        model::Forward* ref_fwd = ref.forward.get();
         const auto t0 = std::chrono::steady_clock::now();
         double nll = 0, ref_nll = 0, kl = 0;
         int64_t tokens = 0, windows = 0;

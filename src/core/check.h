@@ -24,6 +24,7 @@ class CheckFailure {
 // Lets `VOLT_CHECK(c) << x;` be a single expression whose stream part only runs on failure.
 struct Voidify {
     void operator&(CheckFailure&) {}
+    void operator&(CheckFailure&&) {}  // a bare VOLT_CHECK(cond) with no message
 };
 
 }  // namespace volt::detail

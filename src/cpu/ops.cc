@@ -20,16 +20,69 @@ inline float reduce8(const float* p) {
 
 inline float bf16(uint16_t h) { return bf16_to_f32(h); }
 
-}  // namespace
+// Element loaders of the dense formats.
+struct LoadBf16 {
+    float operator()(const void* p, int64_t i) const {
+        return bf16_to_f32(static_cast<const uint16_t*>(p)[i]);
+    }
+};
+struct LoadF16 {
+    float operator()(const void* p, int64_t i) const {
+        return f16_to_f32(static_cast<const uint16_t*>(p)[i]);
+    }
+};
+struct LoadF32 {
+    float operator()(const void* p, int64_t i) const { return static_cast<const float*>(p)[i]; }
+};
 
-float dot_f32_bf16(const float* x, const uint16_t* w, int64_t n) {
+// x . w[0..n) in the fixed order (8 interleaved partial sums, then reduce8).
+template <typename Load>
+inline float dot_f32(const float* x, const void* w, int64_t n, Load load) {
     float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     int64_t i = 0;
     for (; i + 8 <= n; i += 8)
-        for (int l = 0; l < 8; ++l) acc[l] += x[i + l] * bf16(w[i + l]);
-    for (int l = 0; i < n; ++i, ++l) acc[l] += x[i] * bf16(w[i]);
+        for (int l = 0; l < 8; ++l) acc[l] += x[i + l] * load(w, i + l);
+    for (int l = 0; i < n; ++i, ++l) acc[l] += x[i] * load(w, i);
     return reduce8(acc);
 }
+
+// Calls fn(load) with the element loader of a dense format.
+template <typename Fn>
+inline void with_loader(ops::Format f, Fn&& fn) {
+    switch (f) {
+        case ops::Format::kBf16:
+            fn(LoadBf16{});
+            return;
+        case ops::Format::kF16:
+            fn(LoadF16{});
+            return;
+        case ops::Format::kF32:
+            fn(LoadF32{});
+            return;
+        default:
+            VOLT_CHECK(false) << "the CPU backend reads no dense " << ops::format_name(f) << " weights";
+    }
+}
+
+inline int64_t format_bytes(ops::Format f) { return f == ops::Format::kF32 ? 4 : 2; }
+
+}  // namespace
+
+float vector_at(const ops::VectorWeight& v, int64_t i) {
+    switch (v.format) {
+        case ops::Format::kBf16:
+            return bf16_to_f32(static_cast<const uint16_t*>(v.data)[i]);
+        case ops::Format::kF16:
+            return f16_to_f32(static_cast<const uint16_t*>(v.data)[i]);
+        case ops::Format::kF32:
+            return static_cast<const float*>(v.data)[i];
+        default:
+            VOLT_CHECK(false) << "vector weights are bf16, f16 or f32, not " << ops::format_name(v.format);
+    }
+    return 0.0f;
+}
+
+float dot_f32_bf16(const float* x, const uint16_t* w, int64_t n) { return dot_f32(x, w, n, LoadBf16{}); }
 
 float dot_f32_mxfp4(const float* x, const uint8_t* blocks, const uint8_t* scales, int64_t n) {
     const int64_t nblocks = n / 32;
@@ -59,22 +112,24 @@ float swiglu_oai(float gate, float up, float limit, float alpha) {
 }
 
 void embedding(const ops::EmbeddingArgs& a) {
-    cpu_thread_pool().parallel_for(a.num_tokens, 1, [&](int64_t b, int64_t e) {
-        for (int64_t t = b; t < e; ++t) {
-            const int32_t id = a.ids[t];
-            VOLT_CHECK(id >= 0 && id < a.vocab)
-                << "token id " << id << " outside the vocabulary of " << a.vocab;
-            const uint16_t* row = a.table + static_cast<int64_t>(id) * a.hidden;
-            float* out = a.out + t * a.hidden;
-            for (int64_t i = 0; i < a.hidden; ++i) out[i] = bf16(row[i]);
-        }
+    const int64_t V = a.table.out, H = a.table.in;
+    with_loader(a.table.format, [&](auto load) {
+        cpu_thread_pool().parallel_for(a.num_tokens, 1, [&](int64_t b, int64_t e) {
+            for (int64_t t = b; t < e; ++t) {
+                const int32_t id = a.ids[t];
+                VOLT_CHECK(id >= 0 && id < V) << "token id " << id << " outside the vocabulary of " << V;
+                const int64_t row = static_cast<int64_t>(id) * H;
+                float* out = a.out + t * H;
+                for (int64_t i = 0; i < H; ++i) out[i] = load(a.table.w, row + i);
+            }
+        });
     });
 }
 
 void rmsnorm(const ops::RmsNormArgs& a) {
-    cpu_thread_pool().parallel_for(a.num_tokens, 1, [&](int64_t b, int64_t e) {
+    cpu_thread_pool().parallel_for(a.num_rows, 1, [&](int64_t b, int64_t e) {
         for (int64_t t = b; t < e; ++t) {
-            const float* x = a.x + t * a.hidden;
+            const float* x = a.x + (a.rows != nullptr ? a.rows[t] : t) * a.hidden;
             float* y = a.y + t * a.hidden;
             float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
             int64_t i = 0;
@@ -82,7 +137,7 @@ void rmsnorm(const ops::RmsNormArgs& a) {
                 for (int l = 0; l < 8; ++l) acc[l] += x[i + l] * x[i + l];
             for (int l = 0; i < a.hidden; ++i, ++l) acc[l] += x[i] * x[i];
             const float inv = 1.0f / std::sqrt(reduce8(acc) / static_cast<float>(a.hidden) + a.eps);
-            for (int64_t j = 0; j < a.hidden; ++j) y[j] = bf16(a.w[j]) * (x[j] * inv);
+            for (int64_t j = 0; j < a.hidden; ++j) y[j] = vector_at(a.w, j) * (x[j] * inv);
         }
     });
 }
@@ -92,15 +147,18 @@ void linear(const ops::LinearArgs& a) {
     const int64_t rows = a.rows != nullptr ? a.num_rows : a.num_tokens;
     // Parallel over output units; each unit's dot products use one fixed order.
     const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(1, w.in * rows));
-    cpu_thread_pool().parallel_for(w.out, grain, [&](int64_t ob, int64_t oe) {
-        for (int64_t o = ob; o < oe; ++o) {
-            const uint16_t* wrow = w.w + o * w.in;
-            const float bias = w.b != nullptr ? bf16(w.b[o]) : 0.0f;
-            for (int64_t r = 0; r < rows; ++r) {
-                const int64_t t = a.rows != nullptr ? a.rows[r] : r;
-                a.y[r * w.out + o] = dot_f32_bf16(a.x + t * w.in, wrow, w.in) + bias;
+    const int64_t elem = format_bytes(w.format);
+    with_loader(w.format, [&](auto load) {
+        cpu_thread_pool().parallel_for(w.out, grain, [&](int64_t ob, int64_t oe) {
+            for (int64_t o = ob; o < oe; ++o) {
+                const void* wrow = static_cast<const uint8_t*>(w.w) + o * w.in * elem;
+                const float bias = w.b.data != nullptr ? vector_at(w.b, o) : 0.0f;
+                for (int64_t r = 0; r < rows; ++r) {
+                    const int64_t t = a.rows != nullptr ? a.rows[r] : r;
+                    a.y[r * w.out + o] = dot_f32(a.x + t * w.in, wrow, w.in, load) + bias;
+                }
             }
-        }
+        });
     });
 }
 
@@ -130,11 +188,23 @@ void rope(const ops::RopeArgs& a) {
 
 void kv_write(const ops::KvWriteArgs& a) {
     const int64_t row = a.num_kv_heads * a.head_dim;
+    const bool f16 = a.kv.format == ops::Format::kF16;
+    VOLT_CHECK(f16 || a.kv.format == ops::Format::kF32)
+        << "KV cache format " << ops::format_name(a.kv.format);
     for (int64_t t = 0; t < a.num_tokens; ++t) {
         const int64_t slot = a.slot_mapping[t];
         if (slot < 0) continue;
-        std::copy_n(a.k + t * row, row, a.k_cache + slot * row);
-        std::copy_n(a.v + t * row, row, a.v_cache + slot * row);
+        if (f16) {
+            auto* kc = static_cast<uint16_t*>(a.kv.k) + slot * row;
+            auto* vc = static_cast<uint16_t*>(a.kv.v) + slot * row;
+            for (int64_t i = 0; i < row; ++i) {
+                kc[i] = f32_to_f16(a.k[t * row + i]);
+                vc[i] = f32_to_f16(a.v[t * row + i]);
+            }
+        } else {
+            std::copy_n(a.k + t * row, row, static_cast<float*>(a.kv.k) + slot * row);
+            std::copy_n(a.v + t * row, row, static_cast<float*>(a.kv.v) + slot * row);
+        }
     }
 }
 
@@ -150,8 +220,20 @@ void attention(const ops::AttentionArgs& a) {
             index_of[first + i] = a.seq_lens[s] - q_len + i;
         }
     }
+    const bool f16 = a.kv.format == ops::Format::kF16;
+    VOLT_CHECK(f16 || a.kv.format == ops::Format::kF32)
+        << "KV cache format " << ops::format_name(a.kv.format);
+    const int64_t block_size = a.kv.block_size;
     cpu_thread_pool().parallel_for(a.num_tokens * a.num_heads, 1, [&](int64_t b, int64_t e) {
-        std::vector<float> scores;
+        std::vector<float> scores, kbuf(a.head_dim), vbuf(a.head_dim);
+        // Key or value row j of kv head g as f32 (a view for f32 pools, a widened copy for f16).
+        auto row_of = [&](void* pool, int64_t slot, int64_t g, std::vector<float>& buf) -> const float* {
+            const int64_t off = slot * kv_row + g * a.head_dim;
+            if (!f16) return static_cast<const float*>(pool) + off;
+            const uint16_t* p = static_cast<const uint16_t*>(pool) + off;
+            for (int64_t i = 0; i < a.head_dim; ++i) buf[i] = f16_to_f32(p[i]);
+            return buf.data();
+        };
         for (int64_t th = b; th < e; ++th) {
             const int64_t t = th / a.num_heads, h = th % a.num_heads, g = h / group;
             const int64_t s = seq_of[t];
@@ -160,15 +242,15 @@ void attention(const ops::AttentionArgs& a) {
             const float* q = a.q + (t * a.num_heads + h) * a.head_dim;
             const int32_t* table = a.block_tables + s * a.max_blocks;
             auto slot_of = [&](int64_t j) {
-                const int32_t block = table[j / a.block_size];
+                const int32_t block = table[j / block_size];
                 VOLT_CHECK(block >= 0) << "attention reads key position " << j << " of a freed block";
-                return static_cast<int64_t>(block) * a.block_size + j % a.block_size;
+                return static_cast<int64_t>(block) * block_size + j % block_size;
             };
             scores.resize(p - lo + 1);
-            const float sink = bf16(a.sinks[h]);
+            const float sink = vector_at(a.sinks, h);
             float m = sink;
             for (int64_t j = lo; j <= p; ++j) {
-                const float* k = a.k_cache + slot_of(j) * kv_row + g * a.head_dim;
+                const float* k = row_of(a.kv.k, slot_of(j), g, kbuf);
                 float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
                 int64_t i = 0;
                 for (; i + 8 <= a.head_dim; i += 8)
@@ -187,7 +269,7 @@ void attention(const ops::AttentionArgs& a) {
             std::fill_n(out, a.head_dim, 0.0f);
             for (int64_t j = lo; j <= p; ++j) {
                 const float pj = scores[j - lo] / denom;
-                const float* v = a.v_cache + slot_of(j) * kv_row + g * a.head_dim;
+                const float* v = row_of(a.kv.v, slot_of(j), g, vbuf);
                 for (int64_t i = 0; i < a.head_dim; ++i) out[i] += pj * v[i];
             }
         }
@@ -219,16 +301,25 @@ void router(const ops::RouterArgs& a) {
 
 namespace {
 // One output row r of expert e applied to x (length `in`), plus the row's bias.
-inline float expert_row(const model::ExpertWeights& w, int64_t e, int64_t r, const float* x) {
+inline float expert_row(const ops::ExpertWeights& w, int64_t e, int64_t r, const float* x) {
     const int64_t row = e * w.out + r;
     float y;
-    if (w.format == model::ExpertFormat::kMxfp4) {
-        const int64_t nb = w.in / 32;
-        y = dot_f32_mxfp4(x, w.blocks + row * nb * 16, w.scales + row * nb, w.in);
-    } else {
-        y = dot_f32_bf16(x, w.w + row * w.in, w.in);
+    switch (w.format) {
+        case ops::Format::kMxfp4: {
+            const int64_t nb = w.in / 32;
+            y = dot_f32_mxfp4(x, w.blocks + row * nb * 16, w.scales + row * nb, w.in);
+            break;
+        }
+        case ops::Format::kBf16:
+            y = dot_f32(x, static_cast<const uint16_t*>(w.w) + row * w.in, w.in, LoadBf16{});
+            break;
+        case ops::Format::kF16:
+            y = dot_f32(x, static_cast<const uint16_t*>(w.w) + row * w.in, w.in, LoadF16{});
+            break;
+        default:
+            VOLT_CHECK(false) << "expert weights in " << ops::format_name(w.format);
     }
-    return y + bf16(w.bias[row]);
+    return y + vector_at(w.bias, row);
 }
 }  // namespace
 

@@ -3,8 +3,6 @@
 // repetition penalty divides positive / multiplies negative logits of prompt+output ids, frequency and
 // presence subtract count * f + p for output ids; min_p keeps p >= min_p * p_max; top_p keeps the most
 // likely tokens until their mass reaches top_p. Tests: tests/unit/engine/sample_test.cc.
-#include "ops/sample.h"
-
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -12,6 +10,7 @@
 
 #include "core/check.h"
 #include "core/thread_pool.h"
+#include "cpu/cpu_ops.h"
 
 namespace volt::cpu {
 namespace {

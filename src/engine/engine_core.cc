@@ -85,7 +85,13 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(EngineConfig config, Exec
     if (config.vocab_size_real <= 0 || config.vocab_size_real > info.vocab_size)
         config.vocab_size_real = static_cast<int32_t>(info.vocab_size);
     if (config.eos_token_ids.empty()) config.eos_token_ids = info.eos_token_ids;
-    VOLT_RETURN_IF_ERROR(executor->init_cache(config.block_size, plan.num_blocks, config.max_num_seqs));
+    CacheConfig cache;
+    cache.block_size = config.block_size;
+    for (int g = 0; g < kNumKvGroups; ++g) cache.num_blocks[g] = plan.num_blocks[g];
+    cache.max_num_seqs = config.max_num_seqs;
+    cache.max_num_batched_tokens = config.max_num_batched_tokens;
+    cache.max_model_len = plan.max_model_len;
+    VOLT_RETURN_IF_ERROR(executor->init_cache(cache));
     return std::unique_ptr<EngineCore>(new EngineCore(std::move(config), plan, executor, info));
 }
 

@@ -14,10 +14,11 @@
 
 #include "core/status.h"
 #include "engine/sampling_params.h"
+#include "ops/weights.h"
 
 namespace volt::engine {
 
-inline constexpr int kNumKvGroups = 2;  // 0: full-attention layers, 1: sliding-window layers
+using ops::kNumKvGroups;  // 0: full-attention layers, 1: sliding-window layers
 
 // What the engine plans with.
 struct ExecutorInfo {
@@ -105,6 +106,15 @@ struct StepResult {
     std::vector<TokenLogprob> logprobs;  // [logits_rows] filled where num_logprobs >= 0
 };
 
+// What the executor sizes its KV pools, per-slot state and step buffers for (init_cache).
+struct CacheConfig {
+    int64_t block_size = 16;
+    int64_t num_blocks[kNumKvGroups] = {0, 0};
+    int64_t max_num_seqs = 0;            // seq_slots
+    int64_t max_num_batched_tokens = 0;  // rows of one step
+    int64_t max_model_len = 0;           // longest sequence
+};
+
 // A submitted step, collected in submission order.
 struct StepHandle {
     int64_t id = -1;
@@ -117,10 +127,9 @@ class Executor {
     // Bytes one block of `group` takes on the device (0: free, e.g. scripted).
     virtual int64_t bytes_per_block(int64_t block_size, int group) const = 0;
     virtual ExecutorMemory memory() const = 0;
-    // Allocates the KV pools and the per-slot state (block tables, deferred tokens) for max_num_seqs
-    // slots; called once before the first submit.
-    virtual Status init_cache(int64_t block_size, const int64_t num_blocks[kNumKvGroups],
-                              int64_t max_num_seqs) = 0;
+    // Allocates the KV pools, the per-slot state (block tables, deferred tokens) and the step buffers;
+    // called once before the first submit. Errors: out of device memory.
+    virtual Status init_cache(const CacheConfig& config) = 0;
     // Steps that may be submitted and not yet collected (1: synchronous).
     virtual int max_in_flight() const { return 1; }
     // Starts a step; reads everything it needs from `batch` (and the vectors SeqSampling points to)

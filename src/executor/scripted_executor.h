@@ -37,8 +37,8 @@ class ScriptedExecutor final : public SyncExecutor {
     ExecutorInfo info() const override;
     int64_t bytes_per_block(int64_t, int) const override { return 0; }
     engine::ExecutorMemory memory() const override { return {}; }
-    Status init_cache(int64_t, const int64_t[kNumKvGroups], int64_t max_num_seqs) override {
-        set_num_slots(max_num_seqs);
+    Status init_cache(const engine::CacheConfig& c) override {
+        set_num_slots(c.max_num_seqs);
         return Status::ok();
     }
 

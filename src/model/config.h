@@ -56,6 +56,12 @@ struct GptOssConfig {
     bool is_sliding(int64_t layer) const { return layer_types[layer] == LayerType::kSlidingAttention; }
 };
 
+// The KV group of a layer (ops::kNumKvGroups; blocks of a group are allocated together).
+enum KvGroup : int { kFullGroup = 0, kSlidingGroup = 1 };
+inline KvGroup kv_group_of(const GptOssConfig& c, int64_t layer) {
+    return c.is_sliding(layer) ? kSlidingGroup : kFullGroup;
+}
+
 // Parses config.json text. Errors (kInvalidArgument) name the field and `source` (a path for messages).
 Result<GptOssConfig> parse_config(const nlohmann::json& j, const std::string& source);
 Result<GptOssConfig> load_config_file(const std::string& path);

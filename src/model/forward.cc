@@ -1,102 +1,204 @@
 #include "model/forward.h"
 
 #include <cmath>
+#include <cstring>
 
 #include "core/check.h"
 
 namespace volt::model {
 
-Forward::Forward(std::shared_ptr<const ModelWeights> weights, ops::Backend& backend)
-    : weights_(std::move(weights)), backend_(backend), rope_(make_rope_table(weights_->config)) {}
+namespace {
+// Appends `n` elements of `src` to the staging bytes at an 8-byte aligned offset; returns the offset.
+template <typename T>
+int64_t stage(std::vector<uint8_t>& staging, const T* src, int64_t n) {
+    const int64_t off = (static_cast<int64_t>(staging.size()) + 7) / 8 * 8;
+    staging.resize(off + n * static_cast<int64_t>(sizeof(T)));
+    if (n > 0) std::memcpy(staging.data() + off, src, n * sizeof(T));
+    return off;
+}
+}  // namespace
 
-void Forward::trace(std::string_view name, int64_t layer, const std::vector<float>& v, int64_t rows,
-                    int64_t cols) {
-    if (trace_) trace_(name, layer, v.data(), rows, cols);
+Result<ForwardBatch> StepUpload::upload(ops::Backend& backend, const HostStep& s) {
+    staging_.clear();
+    const int64_t T = s.num_tokens(), S = s.num_seqs();
+    VOLT_CHECK_EQ(static_cast<int64_t>(s.positions.size()), T);
+    VOLT_CHECK_EQ(static_cast<int64_t>(s.query_start_loc.size()), S + 1);
+    const int64_t ids = stage(staging_, s.token_ids.data(), T);
+    const int64_t pos = stage(staging_, s.positions.data(), T);
+    const int64_t qsl = stage(staging_, s.query_start_loc.data(), S + 1);
+    const int64_t lens = stage(staging_, s.seq_lens.data(), S);
+    const auto R = static_cast<int64_t>(s.logits_rows.size());
+    const int64_t rows = stage(staging_, s.logits_rows.data(), R);
+    int64_t slots[ops::kNumKvGroups], tables[ops::kNumKvGroups];
+    for (int g = 0; g < ops::kNumKvGroups; ++g) {
+        VOLT_CHECK(s.slot_mapping[g].empty() || static_cast<int64_t>(s.slot_mapping[g].size()) == T);
+        slots[g] = stage(staging_, s.slot_mapping[g].data(), static_cast<int64_t>(s.slot_mapping[g].size()));
+        tables[g] = stage(staging_, s.block_tables[g].data(), static_cast<int64_t>(s.block_tables[g].size()));
+    }
+    const auto bytes = static_cast<int64_t>(staging_.size());
+    if (device_.bytes() < bytes) {
+        VOLT_ASSIGN_OR_RETURN(device_, backend.alloc(std::max<int64_t>(bytes * 5 / 4, 4096)));
+    }
+    backend.upload(device_.data(), staging_.data(), bytes);
+    auto* base = static_cast<uint8_t*>(device_.data());
+    ForwardBatch b;
+    b.num_tokens = T;
+    b.num_seqs = S;
+    b.token_ids = reinterpret_cast<const int32_t*>(base + ids);
+    b.positions = reinterpret_cast<const int32_t*>(base + pos);
+    b.query_start_loc = reinterpret_cast<const int32_t*>(base + qsl);
+    b.seq_lens = reinterpret_cast<const int32_t*>(base + lens);
+    b.logits_rows = reinterpret_cast<const int32_t*>(base + rows);
+    b.num_logits_rows = R;
+    for (int g = 0; g < ops::kNumKvGroups; ++g) {
+        b.groups[g].slot_mapping =
+            s.slot_mapping[g].empty() ? nullptr : reinterpret_cast<const int64_t*>(base + slots[g]);
+        b.groups[g].block_tables =
+            s.block_tables[g].empty() ? nullptr : reinterpret_cast<const int32_t*>(base + tables[g]);
+        b.groups[g].max_blocks = s.max_blocks[g];
+    }
+    for (int32_t len : s.seq_lens) b.max_seq_len = std::max<int64_t>(b.max_seq_len, len);
+    return b;
 }
 
-void Forward::run(const ForwardBatch& b, KvCache& cache, float* logits) {
-    const GptOssConfig& c = weights_->config;
+Result<Workspace> Workspace::create(ops::Backend& backend, const GptOssConfig& c, int64_t max_tokens,
+                                    int64_t logits_chunk_rows) {
+    Workspace ws;
+    ws.max_tokens = max_tokens;
+    ws.logits_chunk_rows = logits_chunk_rows;
+    const int64_t T = max_tokens, H = c.hidden_size, k = c.num_experts_per_tok;
+    auto take = [&](int64_t elems, int64_t elem_bytes) -> Result<void*> {
+        VOLT_ASSIGN_OR_RETURN(ops::Buffer b, backend.alloc(std::max<int64_t>(elems * elem_bytes, 4)));
+        void* p = b.data();
+        ws.buffers.push_back(std::move(b));
+        return p;
+    };
+    auto f32 = [&](float** dst, int64_t elems) -> Status {
+        VOLT_ASSIGN_OR_RETURN(void* p, take(elems, 4));
+        *dst = static_cast<float*>(p);
+        return Status::ok();
+    };
+    VOLT_RETURN_IF_ERROR(f32(&ws.x, T * H));
+    VOLT_RETURN_IF_ERROR(f32(&ws.h, T * H));
+    VOLT_RETURN_IF_ERROR(f32(&ws.q, T * c.q_dim()));
+    VOLT_RETURN_IF_ERROR(f32(&ws.k, T * c.kv_dim()));
+    VOLT_RETURN_IF_ERROR(f32(&ws.v, T * c.kv_dim()));
+    VOLT_RETURN_IF_ERROR(f32(&ws.attn, T * c.q_dim()));
+    VOLT_RETURN_IF_ERROR(f32(&ws.o, T * H));
+    VOLT_RETURN_IF_ERROR(f32(&ws.expert_weights, T * k));
+    VOLT_ASSIGN_OR_RETURN(void* ids, take(T * k, 4));
+    ws.expert_ids = static_cast<int32_t*>(ids);
+    VOLT_RETURN_IF_ERROR(f32(&ws.logits_h, logits_chunk_rows * H));
+    VOLT_RETURN_IF_ERROR(f32(&ws.logits, logits_chunk_rows * c.vocab_size));
+    return ws;
+}
+
+Forward::Forward(std::shared_ptr<const PlacedModel> model, ops::Backend& backend)
+    : model_(std::move(model)), backend_(backend) {}
+
+void Forward::trace(std::string_view name, int64_t layer, const float* device, int64_t rows, int64_t cols) {
+    if (!trace_) return;
+    trace_host_.resize(rows * cols);
+    backend_.download(trace_host_.data(), device, rows * cols * static_cast<int64_t>(sizeof(float)));
+    trace_(name, layer, trace_host_.data(), rows, cols);
+}
+
+void Forward::run(const ForwardBatch& b, const std::vector<ops::KvLayer>& kv, Workspace& ws,
+                  const LogitsFn& on_logits) {
+    const ModelWeights& W = model_->weights;
+    const GptOssConfig& c = W.config;
     const int64_t T = b.num_tokens, H = c.hidden_size, nh = c.num_attention_heads,
                   nkv = c.num_key_value_heads, d = c.head_dim, k_top = c.num_experts_per_tok;
     const float eps = static_cast<float>(c.rms_norm_eps);
-    x_.resize(T * H);
-    h_.resize(T * H);
-    q_.resize(T * nh * d);
-    k_.resize(T * nkv * d);
-    v_.resize(T * nkv * d);
-    attn_.resize(T * nh * d);
-    o_.resize(T * H);
-    expert_ids_.resize(T * k_top);
-    expert_w_.resize(T * k_top);
+    const bool keep = static_cast<bool>(trace_);
+    VOLT_CHECK(T <= ws.max_tokens) << T << " tokens in a workspace of " << ws.max_tokens;
+    VOLT_CHECK_EQ(static_cast<int64_t>(kv.size()), c.num_hidden_layers);
 
-    backend_.embedding({b.token_ids, weights_->embed_tokens, x_.data(), T, H, c.vocab_size});
-    trace("embedding", -1, x_, T, H);
+    backend_.embedding({b.token_ids, W.embed_tokens, ws.x, T});
+    trace("embedding", -1, ws.x, T, H);
 
     for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
-        const LayerWeights& w = weights_->layers[l];
-        const KvGroup g = kv_group_of(c, l);
-        const KvGroupInputs& kv = b.groups[g];
+        const LayerWeights& w = W.layers[l];
+        const KvGroupInputs& g = b.groups[kv_group_of(c, l)];
 
         // Attention block: x += o_proj(attention(rope(qkv(norm(x))))).
-        backend_.rmsnorm({x_.data(), w.input_layernorm, h_.data(), T, H, eps});
-        trace("attn_norm", l, h_, T, H);
-        backend_.linear({.x = h_.data(), .weight = w.q_proj, .y = q_.data(), .num_tokens = T});
-        backend_.linear({.x = h_.data(), .weight = w.k_proj, .y = k_.data(), .num_tokens = T});
-        backend_.linear({.x = h_.data(), .weight = w.v_proj, .y = v_.data(), .num_tokens = T});
-        backend_.rope(
-            {q_.data(), k_.data(), b.positions, rope_.inv_freq.data(), rope_.mscale, T, nh, nkv, d});
-        trace("q", l, q_, T, nh * d);
-        trace("k", l, k_, T, nkv * d);
-        trace("v", l, v_, T, nkv * d);
-        backend_.kv_write({k_.data(), v_.data(), kv.slot_mapping, cache.k(l), cache.v(l), T, nkv, d});
-        backend_.attention({.q = q_.data(),
-                            .k_cache = cache.k(l),
-                            .v_cache = cache.v(l),
+        backend_.qkv_rope_kvwrite({.x = ws.x,
+                                   .norm = w.input_layernorm,
+                                   .w = w.qkv(),
+                                   .positions = b.positions,
+                                   .inv_freq = model_->inv_freq,
+                                   .mscale = model_->mscale,
+                                   .slot_mapping = g.slot_mapping,
+                                   .kv = kv[l],
+                                   .h = ws.h,
+                                   .q = ws.q,
+                                   .k = ws.k,
+                                   .v = ws.v,
+                                   .num_tokens = T,
+                                   .hidden = H,
+                                   .num_heads = nh,
+                                   .num_kv_heads = nkv,
+                                   .head_dim = d,
+                                   .eps = eps,
+                                   .keep_intermediates = keep});
+        trace("attn_norm", l, ws.h, T, H);
+        trace("q", l, ws.q, T, nh * d);
+        trace("k", l, ws.k, T, nkv * d);
+        trace("v", l, ws.v, T, nkv * d);
+        backend_.attention({.q = ws.q,
+                            .kv = kv[l],
                             .seq_lens = b.seq_lens,
                             .query_start_loc = b.query_start_loc,
-                            .block_tables = kv.block_tables,
+                            .block_tables = g.block_tables,
                             .sinks = w.sinks,
-                            .out = attn_.data(),
+                            .out = ws.attn,
                             .num_seqs = b.num_seqs,
                             .num_tokens = T,
                             .num_heads = nh,
                             .num_kv_heads = nkv,
                             .head_dim = d,
-                            .block_size = cache.block_size(),
-                            .max_blocks = kv.max_blocks,
+                            .max_blocks = g.max_blocks,
                             .window = c.is_sliding(l) ? c.sliding_window : 0,
-                            .scale = 1.0f / std::sqrt(static_cast<float>(d))});
-        trace("attn", l, attn_, T, nh * d);
-        backend_.linear({.x = attn_.data(), .weight = w.o_proj, .y = o_.data(), .num_tokens = T});
-        trace("attn_out", l, o_, T, H);
-        backend_.add({o_.data(), x_.data(), T * H});
-        trace("resid_attn", l, x_, T, H);
+                            .scale = 1.0f / std::sqrt(static_cast<float>(d)),
+                            .max_seq_len = b.max_seq_len});
+        trace("attn", l, ws.attn, T, nh * d);
+        backend_.o_proj_residual({ws.attn, w.o_proj, ws.x, ws.o, T, keep});
+        trace("attn_out", l, ws.o, T, H);
+        trace("resid_attn", l, ws.x, T, H);
 
         // MoE block: x += sum_k w_k expert_k(norm(x)).
-        backend_.rmsnorm({x_.data(), w.post_attention_layernorm, h_.data(), T, H, eps});
-        trace("mlp_norm", l, h_, T, H);
-        backend_.router({h_.data(), w.router, expert_ids_.data(), expert_w_.data(), T, k_top});
-        backend_.experts({.x = h_.data(),
-                          .expert_ids = expert_ids_.data(),
-                          .expert_weights = expert_w_.data(),
-                          .gate_up = w.gate_up,
-                          .down = w.down,
-                          .out = x_.data(),
-                          .num_tokens = T,
-                          .top_k = k_top,
-                          .swiglu_limit = static_cast<float>(c.swiglu_limit),
-                          .swiglu_alpha = static_cast<float>(c.swiglu_alpha)});
-        trace("resid_mlp", l, x_, T, H);
+        backend_.moe_route({ws.x, w.post_attention_layernorm, w.router, ws.h, ws.expert_ids,
+                            ws.expert_weights, T, H, k_top, eps});
+        trace("mlp_norm", l, ws.h, T, H);
+        backend_.experts_residual({.x = ws.h,
+                                   .expert_ids = ws.expert_ids,
+                                   .expert_weights = ws.expert_weights,
+                                   .gate_up = w.gate_up,
+                                   .down = w.down,
+                                   .out = ws.x,
+                                   .num_tokens = T,
+                                   .top_k = k_top,
+                                   .swiglu_limit = static_cast<float>(c.swiglu_limit),
+                                   .swiglu_alpha = static_cast<float>(c.swiglu_alpha)});
+        trace("resid_mlp", l, ws.x, T, H);
     }
 
-    backend_.rmsnorm({x_.data(), weights_->norm, h_.data(), T, H, eps});
-    trace("final_norm", -1, h_, T, H);
-    backend_.linear({.x = h_.data(),
-                     .weight = weights_->lm_head,
-                     .y = logits,
-                     .num_tokens = T,
-                     .rows = b.logits_rows,
-                     .num_rows = b.num_logits_rows});
+    // Final norm and lm_head on the rows that need logits, a chunk at a time: prompt logprobs over 2k
+    // rows x 201,088 ids never hold more than one chunk of logits.
+    for (int64_t first = 0; first < b.num_logits_rows; first += ws.logits_chunk_rows) {
+        const int64_t n = std::min(ws.logits_chunk_rows, b.num_logits_rows - first);
+        backend_.final_logits({.x = ws.x,
+                               .norm = W.norm,
+                               .lm_head = W.lm_head,
+                               .rows = b.logits_rows + first,
+                               .num_rows = n,
+                               .hidden = H,
+                               .eps = eps,
+                               .h = ws.logits_h,
+                               .logits = ws.logits});
+        trace("final_norm", -1, ws.logits_h, n, H);
+        on_logits(first, n, ws.logits);
+    }
 }
 
 }  // namespace volt::model

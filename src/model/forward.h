@@ -1,8 +1,10 @@
-// The GPT-OSS forward pass (spec §3), written once over the ops::Backend interface: embedding, then per
-// layer RMSNorm -> q/k/v (+bias) -> YaRN RoPE -> paged KV write -> attention with sinks (sliding window
-// on the layers config.layer_types marks) -> o_proj (+bias) -> residual; RMSNorm -> router top-k ->
-// experts (clamped SwiGLU) -> residual; final RMSNorm -> lm_head on the rows that need logits.
-// Residual stream f32. Golden test against transformers: tests/golden/parity_test.cc.
+// The GPT-OSS forward pass (spec §3), written once over the coarse ops of ops::Backend: embedding, then
+// per layer rmsnorm + q/k/v + YaRN RoPE + KV write -> paged attention with sinks (sliding window on the
+// layers config.layer_types marks) -> o_proj + residual; rmsnorm + router top-k -> experts (clamped
+// SwiGLU) + residual; final rmsnorm + lm_head on the rows that need logits, in chunks. The pass owns no
+// memory: the weights come placed (model/placed_model.h), the KV cache as views (model/kv_store.h), the
+// activations in a Workspace, the step's inputs in backend memory (StepUpload). Residual stream f32.
+// Golden test against transformers: tests/golden/parity_test.cc (with a per-layer trace comparison).
 #pragma once
 
 #include <cstdint>
@@ -11,58 +13,101 @@
 #include <string_view>
 #include <vector>
 
-#include "model/kv_cache.h"
-#include "model/rope.h"
-#include "model/weights.h"
+#include "model/placed_model.h"
 #include "ops/ops.h"
 
 namespace volt::model {
 
-// Per KV group: where this step's keys go and where each sequence's keys live.
+// Per KV group: where this step's keys go and where each sequence's keys live (backend memory).
 struct KvGroupInputs {
     const int64_t* slot_mapping = nullptr;  // [T] slot of each new token (< 0: not stored)
     const int32_t* block_tables = nullptr;  // [S, max_blocks] block ids (-1: not held)
     int64_t max_blocks = 0;
 };
 
-// One step over S sequences and T new tokens, flattened (the executor seam of DESIGN.md).
+// One step over S sequences and T new tokens, flattened (the executor seam of DESIGN.md); every pointer
+// in backend memory.
 struct ForwardBatch {
     int64_t num_tokens = 0, num_seqs = 0;
     const int32_t* token_ids = nullptr;        // [T]
     const int32_t* positions = nullptr;        // [T] RoPE positions
     const int32_t* query_start_loc = nullptr;  // [S + 1] token rows of sequence s
     const int32_t* seq_lens = nullptr;         // [S] tokens of sequence s in the cache after this step
-    KvGroupInputs groups[kNumKvGroups];
+    KvGroupInputs groups[ops::kNumKvGroups];
     const int32_t* logits_rows = nullptr;  // [num_logits_rows] rows of [0, T) whose logits are wanted
     int64_t num_logits_rows = 0;
+    int64_t max_seq_len = 0;  // max of seq_lens (sizes attention launches)
 };
 
-// Called with every named intermediate when set: name ("attn_norm", "q", ..., "logits"), layer (-1 for
-// none), data f32 [rows, cols].
+// The same step in host memory, as a step builder fills it.
+struct HostStep {
+    std::vector<int32_t> token_ids, positions, query_start_loc, seq_lens, logits_rows;
+    std::vector<int64_t> slot_mapping[ops::kNumKvGroups];
+    std::vector<int32_t> block_tables[ops::kNumKvGroups];  // [S, max_blocks[g]]
+    int64_t max_blocks[ops::kNumKvGroups] = {1, 1};
+    int64_t num_seqs() const { return static_cast<int64_t>(seq_lens.size()); }
+    int64_t num_tokens() const { return static_cast<int64_t>(token_ids.size()); }
+};
+
+// Packs a HostStep into one buffer of backend memory with one upload (grown when a step needs more).
+class StepUpload {
+  public:
+    Result<ForwardBatch> upload(ops::Backend& backend, const HostStep& step);
+
+  private:
+    ops::Buffer device_;
+    std::vector<uint8_t> staging_;
+};
+
+// The activations of one step in backend memory, sized for max_tokens rows and logits_chunk_rows rows
+// of logits at a time.
+struct Workspace {
+    static Result<Workspace> create(ops::Backend& backend, const GptOssConfig& c, int64_t max_tokens,
+                                    int64_t logits_chunk_rows);
+    float* x = nullptr;               // [T, H] residual stream
+    float* h = nullptr;               // [T, H] normed input of a block
+    float* q = nullptr;               // [T, nh*d]
+    float* k = nullptr;               // [T, nkv*d]
+    float* v = nullptr;               // [T, nkv*d]
+    float* attn = nullptr;            // [T, nh*d]
+    float* o = nullptr;               // [T, H] o_proj output
+    int32_t* expert_ids = nullptr;    // [T, k]
+    float* expert_weights = nullptr;  // [T, k]
+    float* logits_h = nullptr;        // [chunk, H] normed rows of the final norm
+    float* logits = nullptr;          // [chunk, V]
+    int64_t max_tokens = 0, logits_chunk_rows = 0;
+    std::vector<ops::Buffer> buffers;
+};
+
+// Called with every named intermediate when set: name ("attn_norm", "q", ..., "final_norm"), layer (-1
+// for none), data f32 [rows, cols] downloaded to host memory.
 using TraceFn =
     std::function<void(std::string_view name, int64_t layer, const float* data, int64_t rows, int64_t cols)>;
 
+// Receives the logits of rows [first, first + count) of ForwardBatch::logits_rows: f32 [count, V] in
+// backend memory, valid until the callback returns.
+using LogitsFn = std::function<void(int64_t first, int64_t count, const float* logits)>;
+
 class Forward {
   public:
-    Forward(std::shared_ptr<const ModelWeights> weights, ops::Backend& backend);
+    Forward(std::shared_ptr<const PlacedModel> model, ops::Backend& backend);
 
-    const GptOssConfig& config() const { return weights_->config; }
+    const GptOssConfig& config() const { return model_->weights.config; }
+    ops::Backend& backend() const { return backend_; }
     void set_trace(TraceFn fn) { trace_ = std::move(fn); }
 
-    // Runs one step; writes f32 logits [num_logits_rows, vocab_size] to `logits`.
-    // Preconditions (checked): ids < vocab, every key a token attends to is in a held block.
-    void run(const ForwardBatch& batch, KvCache& cache, float* logits);
+    // Runs one step; calls on_logits for each chunk of logits rows. Preconditions (checked where the
+    // backend can): ids < vocab, every key a token attends to is in a held block, sizes within ws.
+    void run(const ForwardBatch& batch, const std::vector<ops::KvLayer>& kv, Workspace& ws,
+             const LogitsFn& on_logits);
 
   private:
-    void trace(std::string_view name, int64_t layer, const std::vector<float>& v, int64_t rows, int64_t cols);
+    void trace(std::string_view name, int64_t layer, const float* device, int64_t rows, int64_t cols);
 
-    std::shared_ptr<const ModelWeights> weights_;
+    std::shared_ptr<const PlacedModel> model_;
     ops::Backend& backend_;
-    RopeTable rope_;
     TraceFn trace_;
-    // Scratch, grown to the largest step seen.
-    std::vector<float> x_, h_, q_, k_, v_, attn_, o_, expert_w_;
-    std::vector<int32_t> expert_ids_;
+    std::vector<float> trace_host_;
 };
 
 }  // namespace volt::model

@@ -31,7 +31,7 @@ int64_t two_inter(const GptOssConfig& c) { return 2 * c.intermediate_size; }
 // "model.layers.{i}." + name; shapes come from the config.
 struct VectorRow {  // [len] bf16
     const char* name;
-    const uint16_t* LayerWeights::*field;
+    ops::VectorWeight LayerWeights::*field;
     SizeFn len;
 };
 constexpr VectorRow kLayerVectors[] = {
@@ -42,7 +42,7 @@ constexpr VectorRow kLayerVectors[] = {
 enum class BiasRule { kRequired, kIfAttentionBias };
 struct DenseRow {  // name.weight [out, in] bf16, name.bias [out] bf16
     const char* name;
-    DenseWeight LayerWeights::*field;
+    ops::DenseWeight LayerWeights::*field;
     SizeFn out, in;
     BiasRule bias;
 };
@@ -57,7 +57,7 @@ constexpr DenseRow kLayerDense[] = {
 // bf16 layout (save_pretrained): name [E, in, out]. Both: name_bias [E, out] bf16.
 struct ExpertRow {
     const char* name;
-    ExpertWeights LayerWeights::*field;
+    ops::ExpertWeights LayerWeights::*field;
     SizeFn out, in;
 };
 constexpr ExpertRow kLayerExperts[] = {
@@ -90,7 +90,7 @@ struct Job {
     JobKind kind;
     const io::TensorInfo* tensor;
     const io::SafetensorsFile* file;
-    const uint16_t** dest16 = nullptr;  // exactly one of dest16 / dest8 is set
+    const void** dest16 = nullptr;  // bf16 data; exactly one of dest16 / dest8 is set
     const uint8_t** dest8 = nullptr;
     int64_t batch = 0, rows = 0, cols = 0;
 };
@@ -131,7 +131,7 @@ class Planner {
     const std::string& checkpoint_path() const { return ck_.path(); }
 
     // A bf16 result at *dest; F32/F16 are planned as conversions.
-    Status bf16(const std::string& name, const Shape& shape, const uint16_t** dest) {
+    Status bf16(const std::string& name, const Shape& shape, const void** dest) {
         const io::SafetensorsFile* file = nullptr;
         VOLT_ASSIGN_OR_RETURN(const io::TensorInfo* t, lookup(name, shape, &file));
         if (!convertible_to_bf16(t->dtype)) return wrong_dtype(*file, *t, "BF16 (F32 and F16 are converted)");
@@ -154,7 +154,7 @@ class Planner {
     }
 
     // A [b, r, c] tensor stored transposed as [b, c, r] bf16 at *dest.
-    Status bf16_transposed(const std::string& name, const Shape& shape, const uint16_t** dest) {
+    Status bf16_transposed(const std::string& name, const Shape& shape, const void** dest) {
         VOLT_CHECK_EQ(shape.size(), 3u);
         const io::SafetensorsFile* file = nullptr;
         VOLT_ASSIGN_OR_RETURN(const io::TensorInfo* t, lookup(name, shape, &file));
@@ -203,21 +203,26 @@ class Planner {
 
 Status plan_layer(Planner& p, const GptOssConfig& c, int64_t i, LayerWeights& layer) {
     const std::string prefix = "model.layers." + std::to_string(i) + ".";
-    for (const VectorRow& row : kLayerVectors)
-        VOLT_RETURN_IF_ERROR(p.bf16(prefix + row.name, {row.len(c)}, &(layer.*row.field)));
+    for (const VectorRow& row : kLayerVectors) {
+        ops::VectorWeight& v = layer.*row.field;
+        v.n = row.len(c);
+        VOLT_RETURN_IF_ERROR(p.bf16(prefix + row.name, {v.n}, &v.data));
+    }
     for (const DenseRow& row : kLayerDense) {
-        DenseWeight& d = layer.*row.field;
+        ops::DenseWeight& d = layer.*row.field;
         d.out = row.out(c);
         d.in = row.in(c);
         const std::string name = prefix + row.name;
         VOLT_RETURN_IF_ERROR(p.bf16(name + ".weight", {d.out, d.in}, &d.w));
         // Without attention_bias a checkpoint may still carry the biases; they are used when present.
-        if (row.bias == BiasRule::kRequired || c.attention_bias || p.has(name + ".bias"))
-            VOLT_RETURN_IF_ERROR(p.bf16(name + ".bias", {d.out}, &d.b));
+        if (row.bias == BiasRule::kRequired || c.attention_bias || p.has(name + ".bias")) {
+            d.b.n = d.out;
+            VOLT_RETURN_IF_ERROR(p.bf16(name + ".bias", {d.out}, &d.b.data));
+        }
     }
     const int64_t e = c.num_local_experts;
     for (const ExpertRow& row : kLayerExperts) {
-        ExpertWeights& x = layer.*row.field;
+        ops::ExpertWeights& x = layer.*row.field;
         x.num_experts = e;
         x.out = row.out(c);
         x.in = row.in(c);
@@ -226,7 +231,7 @@ Status plan_layer(Planner& p, const GptOssConfig& c, int64_t i, LayerWeights& la
             return not_found("tensor " + name + "_blocks (MXFP4 layout) or " + name +
                              " (bf16 layout) missing from checkpoint " + p.checkpoint_path());
         if (p.has(name + "_blocks")) {
-            x.format = ExpertFormat::kMxfp4;
+            x.format = ops::Format::kMxfp4;
             if (x.in % kMxfp4Block != 0)
                 return invalid_argument("tensor " + name +
                                         "_blocks: the MXFP4 layout needs an input size that is a "
@@ -236,10 +241,11 @@ Status plan_layer(Planner& p, const GptOssConfig& c, int64_t i, LayerWeights& la
             VOLT_RETURN_IF_ERROR(p.u8(name + "_blocks", {e, x.out, groups, kMxfp4Block / 2}, &x.blocks));
             VOLT_RETURN_IF_ERROR(p.u8(name + "_scales", {e, x.out, groups}, &x.scales));
         } else {
-            x.format = ExpertFormat::kBf16;
+            x.format = ops::Format::kBf16;
             VOLT_RETURN_IF_ERROR(p.bf16_transposed(name, {e, x.in, x.out}, &x.w));
         }
-        VOLT_RETURN_IF_ERROR(p.bf16(name + "_bias", {e, x.out}, &x.bias));
+        x.bias.n = e * x.out;
+        VOLT_RETURN_IF_ERROR(p.bf16(name + "_bias", {e, x.out}, &x.bias.data));
     }
     return Status::ok();
 }
@@ -276,7 +282,7 @@ void run_job(const Job& job, OwnedStorage& owned, ThreadPool& pool, io::Progress
     const io::TensorInfo& t = *job.tensor;
     switch (job.kind) {
         case JobKind::kMap:
-            if (job.dest16 != nullptr) *job.dest16 = reinterpret_cast<const uint16_t*>(t.data);
+            if (job.dest16 != nullptr) *job.dest16 = t.data;
             if (job.dest8 != nullptr) *job.dest8 = t.data;
             if (touch == nullptr) {
                 meter.add(t.nbytes);
@@ -341,10 +347,13 @@ Result<std::shared_ptr<ModelWeights>> load_model(const std::string& dir, const L
     w->layers.resize(static_cast<size_t>(config.num_hidden_layers));
     Planner p(*ck);
     const int64_t v = config.vocab_size, h = config.hidden_size;
-    VOLT_RETURN_IF_ERROR(p.bf16(kEmbedTokens, {v, h}, &w->embed_tokens));
+    w->embed_tokens.out = v;
+    w->embed_tokens.in = h;
+    VOLT_RETURN_IF_ERROR(p.bf16(kEmbedTokens, {v, h}, &w->embed_tokens.w));
     for (int64_t i = 0; i < config.num_hidden_layers; ++i)
         VOLT_RETURN_IF_ERROR(plan_layer(p, config, i, w->layers[i]));
-    VOLT_RETURN_IF_ERROR(p.bf16(kFinalNorm, {h}, &w->norm));
+    w->norm.n = h;
+    VOLT_RETURN_IF_ERROR(p.bf16(kFinalNorm, {h}, &w->norm.data));
     w->lm_head.out = v;
     w->lm_head.in = h;
     VOLT_RETURN_IF_ERROR(p.bf16(kLmHead, {v, h}, &w->lm_head.w));

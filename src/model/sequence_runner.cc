@@ -1,6 +1,5 @@
 #include "model/sequence_runner.h"
 
-#include <array>
 #include <numeric>
 
 #include "core/check.h"
@@ -8,51 +7,58 @@
 namespace volt::model {
 
 namespace {
+constexpr int64_t kLogitsChunkRows = 64;
+
 int64_t blocks_for(int64_t capacity, int64_t block_size) { return (capacity + block_size - 1) / block_size; }
+
+template <typename T>
+T or_die(Result<T> r) {
+    VOLT_CHECK(r.is_ok()) << r.status().to_string();
+    return std::move(*r);
+}
 }  // namespace
 
-SequenceRunner::SequenceRunner(Forward& forward, int64_t capacity, int64_t block_size)
-    : forward_(forward),
-      capacity_(capacity),
-      block_size_(block_size),
-      cache_(forward.config(), block_size,
-             std::array<int64_t, kNumKvGroups>{blocks_for(capacity, block_size),
-                                               blocks_for(capacity, block_size)}
-                 .data()),
-      block_table_(blocks_for(capacity, block_size)) {
-    std::iota(block_table_.begin(), block_table_.end(), 0);
+SequenceRunner::SequenceRunner(Forward& forward, int64_t capacity, int64_t block_size, ops::Format kv_format)
+    : forward_(forward), capacity_(capacity), block_size_(block_size) {
+    const int64_t blocks[ops::kNumKvGroups] = {blocks_for(capacity, block_size),
+                                               blocks_for(capacity, block_size)};
+    cache_ = or_die(KvStore::create(forward.backend(), forward.config(), block_size, blocks, kv_format));
+    ws_ = or_die(Workspace::create(forward.backend(), forward.config(), capacity, kLogitsChunkRows));
+    VOLT_CHECK(forward.backend().reserve({capacity, 1, capacity}).is_ok());
 }
 
 std::vector<float> SequenceRunner::append(std::span<const int32_t> ids, bool all_rows, int64_t start_pos) {
-    const int64_t n = static_cast<int64_t>(ids.size());
+    const auto n = static_cast<int64_t>(ids.size());
     VOLT_CHECK(n > 0 && num_tokens_ + n <= capacity_) << "sequence capacity " << capacity_ << " exceeded";
-    std::vector<int32_t> positions(n), rows;
-    std::vector<int64_t> slots(n);
+    HostStep& s = step_;
+    s.token_ids.assign(ids.begin(), ids.end());
+    s.positions.resize(n);
+    for (auto& m : s.slot_mapping) m.resize(n);
     for (int64_t i = 0; i < n; ++i) {
-        positions[i] = static_cast<int32_t>(start_pos + num_tokens_ + i);
-        slots[i] = num_tokens_ + i;  // identity block table: slot == sequence index
+        s.positions[i] = static_cast<int32_t>(start_pos + num_tokens_ + i);
+        for (auto& m : s.slot_mapping) m[i] = num_tokens_ + i;  // identity block table: slot == index
+    }
+    s.query_start_loc = {0, static_cast<int32_t>(n)};
+    s.seq_lens = {static_cast<int32_t>(num_tokens_ + n)};
+    const int64_t nb = blocks_for(capacity_, block_size_);
+    for (int g = 0; g < ops::kNumKvGroups; ++g) {
+        s.block_tables[g].resize(nb);
+        std::iota(s.block_tables[g].begin(), s.block_tables[g].end(), 0);
+        s.max_blocks[g] = nb;
     }
     if (all_rows) {
-        rows.resize(n);
-        std::iota(rows.begin(), rows.end(), 0);
+        s.logits_rows.resize(n);
+        std::iota(s.logits_rows.begin(), s.logits_rows.end(), 0);
     } else {
-        rows = {static_cast<int32_t>(n - 1)};
+        s.logits_rows = {static_cast<int32_t>(n - 1)};
     }
-    const int32_t qsl[2] = {0, static_cast<int32_t>(n)};
-    const int32_t seq_len = static_cast<int32_t>(num_tokens_ + n);
-    ForwardBatch b;
-    b.num_tokens = n;
-    b.num_seqs = 1;
-    b.token_ids = ids.data();
-    b.positions = positions.data();
-    b.query_start_loc = qsl;
-    b.seq_lens = &seq_len;
-    for (auto& g : b.groups)
-        g = {slots.data(), block_table_.data(), static_cast<int64_t>(block_table_.size())};
-    b.logits_rows = rows.data();
-    b.num_logits_rows = static_cast<int64_t>(rows.size());
-    std::vector<float> logits(rows.size() * forward_.config().vocab_size);
-    forward_.run(b, cache_, logits.data());
+    const ForwardBatch b = or_die(upload_.upload(forward_.backend(), s));
+    const int64_t V = forward_.config().vocab_size;
+    std::vector<float> logits(s.logits_rows.size() * V);
+    forward_.run(b, cache_.layers(), ws_, [&](int64_t first, int64_t count, const float* chunk) {
+        forward_.backend().download(logits.data() + first * V, chunk,
+                                    count * V * static_cast<int64_t>(sizeof(float)));
+    });
     num_tokens_ += n;
     return logits;
 }

@@ -1,6 +1,7 @@
 // One sequence over a contiguous run of KV blocks: the simplest driver of Forward, used by
 // `voltllm logits`, the golden tests and as the reference the engine's paged, batched runs are compared
-// with. Blocks 0..n-1 of both KV groups hold positions in order; nothing is ever freed.
+// with. Blocks 0..n-1 of both KV groups hold positions in order; nothing is ever freed. Runs on any
+// backend (the Forward's).
 #pragma once
 
 #include <cstdint>
@@ -8,13 +9,15 @@
 #include <vector>
 
 #include "model/forward.h"
+#include "model/kv_store.h"
 
 namespace volt::model {
 
 class SequenceRunner {
   public:
-    // capacity: the most tokens this sequence will hold (prompt + generated).
-    SequenceRunner(Forward& forward, int64_t capacity, int64_t block_size = 16);
+    // capacity: the most tokens this sequence will hold (prompt + generated). kv_format: f32 or f16.
+    SequenceRunner(Forward& forward, int64_t capacity, int64_t block_size = 16,
+                   ops::Format kv_format = ops::Format::kF32);
 
     int64_t num_tokens() const { return num_tokens_; }
 
@@ -26,8 +29,10 @@ class SequenceRunner {
   private:
     Forward& forward_;
     int64_t capacity_, block_size_, num_tokens_ = 0;
-    KvCache cache_;
-    std::vector<int32_t> block_table_;
+    KvStore cache_;
+    Workspace ws_;
+    StepUpload upload_;
+    HostStep step_;
 };
 
 }  // namespace volt::model

@@ -1,38 +1,51 @@
-// The ops of the GPT-OSS forward pass: one Args struct per op (raw pointers, shapes, constants) and the
-// Backend interface every backend implements (cpu:: now, cuda:: later). Pointers live in the backend's
-// memory (host for the CPU). The forward pass (model/forward.cc) is written once over this interface.
-// Math sources: spec/gpt-oss.md §3 (section named on each op). CPU twins: src/cpu/*.cc; their tests:
-// tests/unit/cpu/ops_test.cc; the whole pass against transformers: tests/golden/.
+// The ops of the GPT-OSS forward pass and the Backend interface every backend implements (cpu:: in
+// src/cpu, cuda:: in src/cuda): memory, weight placement, fine ops (one piece of spec §3 each), coarse
+// ops (what a GPU fuses into one launch; defaults built from the fine ops, src/ops/backend.cc), the
+// sample op and KV copy-on-write. model/forward.cc calls the coarse ops only.
+// Contracts: every pointer in an Args struct lives in the backend's memory; activations between ops are
+// f32 ([rows, cols], row-major) so every op's output reaches the f32 residual stream without an fp16
+// round trip (a backend may narrow to fp16 in registers as matmul operands); the KV cache is f32 or f16
+// (KvLayer::format). Every reduction has an order fixed by the shape and the row's own data: outputs are
+// bitwise independent of the batch. Math sources: spec/gpt-oss.md §3 (named on each op). Tests: the op
+// harness tests/kernels/op_test.cc (volt_op_test, against a double-precision reference), the whole pass
+// against transformers in tests/golden/. C++17 (the .cu files include it).
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <vector>
 
-#include "model/weights.h"
+#include "core/status.h"
+#include "ops/sample.h"
+#include "ops/weights.h"
 
 namespace volt::ops {
 
-// out[t, :] = table[ids[t], :] as f32 (spec §3.1). table bf16 [V, H]; out f32 [T, H].
+// ---- fine ops --------------------------------------------------------------------------------------
+
+// out[t, :] = table[ids[t], :] as f32 (spec §3.1). ids < table.out (checked).
 struct EmbeddingArgs {
-    const int32_t* ids;     // [T]
-    const uint16_t* table;  // [V, H] bf16
-    float* out;             // [T, H]
-    int64_t num_tokens, hidden, vocab;
+    const int32_t* ids;  // [T]
+    DenseWeight table;   // [V, H], no bias
+    float* out;          // [T, H]
+    int64_t num_tokens;
 };
 
-// y = x / sqrt(mean(x^2) + eps) * w, all f32 (spec §3.3). x, y f32 [T, H] (may alias); w bf16 [H].
+// y[r] = x[row r] / sqrt(mean(x[row r]^2) + eps) * w, f32 (spec §3.3); row r = rows[r] when rows is set,
+// else r. x, y [*, H] (may alias when rows is null).
 struct RmsNormArgs {
     const float* x;
-    const uint16_t* w;
+    VectorWeight w;  // [H]
     float* y;
-    int64_t num_tokens, hidden;
+    int64_t num_rows, hidden;
     float eps;
+    const int32_t* rows = nullptr;  // [num_rows] optional row indices into x
 };
 
-// y[t, o] = sum_i x[t, i] W[o, i] + b[o] (f32 accumulate, fixed order); W bf16 [out, in].
-// Only the rows listed in `rows` (if not null) are computed: y row r = x row rows[r].
+// y[r, o] = sum_i x[row r, i] W[o, i] + b[o] (f32 accumulate); row r = rows[r] when rows is set.
 struct LinearArgs {
     const float* x;  // [T, in]
-    model::DenseWeight weight;
+    DenseWeight weight;
     float* y;  // [T or num_rows, out]
     int64_t num_tokens;
     const int32_t* rows = nullptr;  // optional [num_rows] row indices into x
@@ -50,14 +63,13 @@ struct RopeArgs {
     int64_t num_tokens, num_heads, num_kv_heads, head_dim;
 };
 
-// Writes this step's k, v rows into the paged cache: slot s = block * block_size + offset.
-// k_cache, v_cache f32 [num_blocks, block_size, nkv, d]. Slots < 0 are skipped.
+// Writes this step's k, v rows into the paged cache of one layer (converted to kv.format). Slots < 0
+// are skipped.
 struct KvWriteArgs {
     const float* k;               // [T, nkv, d]
     const float* v;               // [T, nkv, d]
     const int64_t* slot_mapping;  // [T]
-    float* k_cache;
-    float* v_cache;
+    KvLayer kv;
     int64_t num_tokens, num_kv_heads, head_dim;
 };
 
@@ -66,39 +78,40 @@ struct KvWriteArgs {
 // sequence index n = seq_lens[s] - q_len + i and attends to key indices [max(0, n - window + 1), n]
 // (window <= 0: [0, n]). Key index j lives at slot block_tables[s * max_blocks + j / block_size] *
 // block_size + j % block_size. Positions matter only to RoPE (applied before). Query head h reads kv head
-// h / (nh / nkv). Scores q.k * scale; the sink z_h joins the softmax denominator only.
+// h / (nh / nkv). Scores q.k * scale; the sink z_h joins the softmax denominator only. A backend that
+// splits long contexts (split-KV) fixes the split by each sequence's own length, never by the batch.
 struct AttentionArgs {
-    const float* q;        // [T, nh, d] (after RoPE)
-    const float* k_cache;  // [num_blocks, block_size, nkv, d]
-    const float* v_cache;
+    const float* q;  // [T, nh, d] (after RoPE)
+    KvLayer kv;
     const int32_t* seq_lens;         // [S] keys of each sequence after this step
     const int32_t* query_start_loc;  // [S + 1]
     const int32_t* block_tables;     // [S, max_blocks]
-    const uint16_t* sinks;           // [nh] bf16
+    VectorWeight sinks;              // [nh]
     float* out;                      // [T, nh * d]
-    int64_t num_seqs, num_tokens, num_heads, num_kv_heads, head_dim, block_size, max_blocks;
+    int64_t num_seqs, num_tokens, num_heads, num_kv_heads, head_dim, max_blocks;
     int64_t window;  // keys per query including itself; <= 0 for full attention
     float scale;
+    int64_t max_seq_len = 0;  // an upper bound of seq_lens (sizes launch grids; never changes a result)
 };
 
 // Router (spec §3.6): logits = Wr x + br, top-k by value (ties: lower index), softmax over the k.
 struct RouterArgs {
-    const float* x;             // [T, H] (normed)
-    model::DenseWeight router;  // [E, H] + [E]
-    int32_t* expert_ids;        // [T, k]
-    float* expert_weights;      // [T, k]
+    const float* x;         // [T, H] (normed)
+    DenseWeight router;     // [E, H] + [E]
+    int32_t* expert_ids;    // [T, k]
+    float* expert_weights;  // [T, k]
     int64_t num_tokens, top_k;
 };
 
 // Experts (spec §3.6): out[t] += sum_j w[t, j] * (W2[e] a + b2[e]) with a = clamped SwiGLU of the
-// interleaved W1[e] x + b1[e], e = expert_ids[t, j]. Accumulates into `out` (the fp32 residual).
+// interleaved W1[e] x + b1[e], e = expert_ids[t, j]. Accumulates into `out` (the f32 residual).
 struct ExpertsArgs {
-    const float* x;                // [T, H] (normed)
-    const int32_t* expert_ids;     // [T, k]
-    const float* expert_weights;   // [T, k]
-    model::ExpertWeights gate_up;  // out 2I, in H
-    model::ExpertWeights down;     // out H, in I
-    float* out;                    // [T, H], accumulated into
+    const float* x;               // [T, H] (normed)
+    const int32_t* expert_ids;    // [T, k]
+    const float* expert_weights;  // [T, k]
+    ExpertWeights gate_up;        // out 2I, in H
+    ExpertWeights down;           // out H, in I
+    float* out;                   // [T, H], accumulated into
     int64_t num_tokens, top_k;
     float swiglu_limit, swiglu_alpha;
 };
@@ -110,9 +123,141 @@ struct AddArgs {
     int64_t n;
 };
 
+// ---- coarse ops (one fused launch each on a GPU) -----------------------------------------------------
+
+// The attention block's input: h = rmsnorm(x), q|k|v = W h + b, RoPE on q and k, k and v into the cache.
+struct QkvRopeKvWriteArgs {
+    const float* x;     // [T, H] residual stream
+    VectorWeight norm;  // [H] input_layernorm
+    QkvWeights w;
+    const int32_t* positions;  // [T] RoPE positions
+    const float* inv_freq;     // [d/2]
+    float mscale;
+    const int64_t* slot_mapping;  // [T] (< 0: not stored)
+    KvLayer kv;
+    float* h;  // [T, H] scratch: the normed input
+    float* q;  // [T, nh*d] out: q after RoPE
+    float* k;  // [T, nkv*d] scratch: k after RoPE
+    float* v;  // [T, nkv*d] scratch
+    int64_t num_tokens, hidden, num_heads, num_kv_heads, head_dim;
+    float eps;
+    bool keep_intermediates = false;  // h, k, v must hold their values on return (trace)
+};
+
+// x += Wo attn + bo (spec §3.4 step 7 and the residual of §3.2).
+struct OProjResidualArgs {
+    const float* attn;  // [T, nh*d]
+    DenseWeight o;      // [H, nh*d] + [H]
+    float* x;           // [T, H] residual, accumulated into
+    float* out;         // [T, H] scratch: Wo attn + bo
+    int64_t num_tokens;
+    bool keep_intermediates = false;  // out must hold its value on return (trace)
+};
+
+// The MoE block's input: h = rmsnorm(x), then the router (spec §3.6).
+struct MoeRouteArgs {
+    const float* x;         // [T, H] residual stream
+    VectorWeight norm;      // [H] post_attention_layernorm
+    DenseWeight router;     // [E, H] + [E]
+    float* h;               // [T, H] out: the normed input (the experts read it)
+    int32_t* expert_ids;    // [T, k] out
+    float* expert_weights;  // [T, k] out
+    int64_t num_tokens, hidden, top_k;
+    float eps;
+};
+
+// logits[r] = lm_head rmsnorm(x[rows[r]]) (spec §3.7), for the rows that need logits.
+struct FinalLogitsArgs {
+    const float* x;       // [T, H] residual stream
+    VectorWeight norm;    // [H] model.norm
+    DenseWeight lm_head;  // [V, H]
+    const int32_t* rows;  // [R] rows of x
+    int64_t num_rows, hidden;
+    float eps;
+    float* h;       // [R, H] scratch: the normed rows
+    float* logits;  // [R, V] out
+};
+
+// Copy-on-write of KV blocks: for every layer, block dst[i] := block src[i] (K and V). The arrays are
+// host memory (copies are rare: the first write into a block shared after an n > 1 fork).
+struct CopyBlocksArgs {
+    const KvLayer* layers;  // [num_layers]
+    int64_t num_layers;
+    const int32_t* src;  // [num_copies]
+    const int32_t* dst;
+    int64_t num_copies;
+    int64_t block_bytes;  // bytes of one block of one pool (block_size * nkv * d * element size)
+};
+
+// ---- the backend -------------------------------------------------------------------------------------
+
+struct MemoryStats {
+    int64_t total_bytes = 0, free_bytes = 0;
+};
+
+// What the backend sizes its own scratch for (split-KV partials, expert routing lists).
+struct WorkspaceLimits {
+    int64_t max_tokens = 0;   // rows of one step (max_num_batched_tokens)
+    int64_t max_seqs = 0;     // sequences of one step
+    int64_t max_seq_len = 0;  // longest sequence
+};
+
+class Backend;
+
+// Backend memory owned RAII-style; freed through the backend that made it.
+class Buffer {
+  public:
+    Buffer() = default;
+    Buffer(Backend* backend, void* data, int64_t bytes) : backend_(backend), data_(data), bytes_(bytes) {}
+    Buffer(Buffer&& o) noexcept { *this = std::move(o); }
+    Buffer& operator=(Buffer&& o) noexcept;
+    Buffer(const Buffer&) = delete;
+    Buffer& operator=(const Buffer&) = delete;
+    ~Buffer();
+    void* data() const { return data_; }
+    int64_t bytes() const { return bytes_; }
+    template <typename T>
+    T* as() const {
+        return static_cast<T*>(data_);
+    }
+
+  private:
+    Backend* backend_ = nullptr;
+    void* data_ = nullptr;
+    int64_t bytes_ = 0;
+};
+
+// Which tensor a dense weight is (a backend may treat them differently: keep the embedding on the host,
+// quantize lm_head, ...).
+enum class WeightRole { kEmbedding, kAttention, kRouter, kLmHead };
+
 class Backend {
   public:
     virtual ~Backend() = default;
+    virtual const char* name() const = 0;
+
+    // Memory. alloc: contents unspecified; kResourceExhausted naming the size when the device is full.
+    virtual Result<Buffer> alloc(int64_t bytes) = 0;
+    virtual void release(void* data, int64_t bytes) = 0;                   // what a Buffer calls when it dies
+    virtual void upload(void* dst, const void* src, int64_t bytes) = 0;    // host -> backend
+    virtual void download(void* dst, const void* src, int64_t bytes) = 0;  // backend -> host; waits
+    virtual void copy(void* dst, const void* src, int64_t bytes) = 0;      // within backend memory
+    virtual void fill(void* dst, uint8_t byte, int64_t bytes) = 0;
+    virtual MemoryStats memory() const = 0;
+    virtual void synchronize() = 0;
+    // Sizes the backend's own scratch; call before the first op (and again when limits grow).
+    virtual Status reserve(const WorkspaceLimits& limits) { return Status::ok(); }
+
+    // Weight placement: the view of a host tensor in backend memory, in the format this backend's
+    // kernels read (the CPU returns the host view itself; a GPU uploads, may convert bf16 -> f16 after a
+    // range check, fuse q/k/v, repack MXFP4). Allocations go to `owned`.
+    virtual Result<DenseWeight> place_dense(const DenseWeight& host, WeightRole role,
+                                            std::vector<Buffer>* owned) = 0;
+    virtual Result<QkvWeights> place_qkv(const QkvWeights& host, std::vector<Buffer>* owned) = 0;
+    virtual Result<ExpertWeights> place_experts(const ExpertWeights& host, std::vector<Buffer>* owned) = 0;
+    virtual Result<VectorWeight> place_vector(const VectorWeight& host, std::vector<Buffer>* owned) = 0;
+
+    // Fine ops.
     virtual void embedding(const EmbeddingArgs& a) = 0;
     virtual void rmsnorm(const RmsNormArgs& a) = 0;
     virtual void linear(const LinearArgs& a) = 0;
@@ -122,6 +267,17 @@ class Backend {
     virtual void router(const RouterArgs& a) = 0;
     virtual void experts(const ExpertsArgs& a) = 0;
     virtual void add(const AddArgs& a) = 0;
+
+    // Coarse ops; the defaults run the fine ops in spec order (src/ops/backend.cc).
+    virtual void qkv_rope_kvwrite(const QkvRopeKvWriteArgs& a);
+    virtual void o_proj_residual(const OProjResidualArgs& a);
+    virtual void moe_route(const MoeRouteArgs& a);
+    virtual void experts_residual(const ExpertsArgs& a) { experts(a); }
+    virtual void final_logits(const FinalLogitsArgs& a);
+
+    // The sample op (ops/sample.h) and KV copy-on-write.
+    virtual void sample(const SampleArgs& a) = 0;
+    virtual void copy_blocks(const CopyBlocksArgs& a);
 };
 
 }  // namespace volt::ops

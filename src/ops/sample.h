@@ -2,7 +2,8 @@
 // draw (DESIGN.md: sampling is an op of the executor; logits never travel to the host). Order per row
 // (vLLM V1's sampler): raw logprobs -> allowed-token mask, logit bias -> repetition, frequency, presence
 // penalties -> greedy argmax, or temperature -> min_p -> top_k -> top_p -> one counter-based uniform
-// draw by inverse CDF over token ids in ascending order. CPU twin: src/cpu/sample.cc (CUDA later);
+// draw by inverse CDF over token ids in ascending order. Implemented by ops::Backend::sample (CPU twin:
+// src/cpu/sample.cc);
 // tests: tests/unit/engine/sample_test.cc. C++17 so .cu files can include it.
 #pragma once
 
@@ -10,8 +11,8 @@
 
 namespace volt::ops {
 
-// One row of logits to sample from (or to score, when target >= 0). Pointers into host memory for the
-// CPU twin; all id arrays hold ids < vocab_size_real.
+// One row of logits to sample from (or to score, when target >= 0). Pointers in the backend's memory
+// (SampleArgs::rows too); all id arrays hold ids < vocab_size_real.
 struct SampleRow {
     const float* logits = nullptr;  // [vocab_size] f32, read only
     int32_t target = -1;            // >= 0: no draw; report the logprob of this id (prompt logprobs)
@@ -61,9 +62,3 @@ inline double sample_uniform(uint64_t seed, uint64_t counter) {
 }
 
 }  // namespace volt::ops
-
-namespace volt::cpu {
-// Rows in parallel on the CPU thread pool; each row in a fixed order, so results never depend on
-// the batch.
-void sample(const ops::SampleArgs& a);
-}  // namespace volt::cpu

@@ -47,19 +47,17 @@ TEST(CpuOps, AttentionSinkSoftmax) {
     std::vector<float> out(2, -1.0f);
     auto run = [&](int64_t window) {
         attention({.q = q.data(),
-                   .k_cache = kc.data(),
-                   .v_cache = vc.data(),
+                   .kv = {ops::Format::kF32, kc.data(), vc.data(), 1, 4},
                    .seq_lens = &seq_len,
                    .query_start_loc = qsl,
                    .block_tables = table,
-                   .sinks = &sink,
+                   .sinks = {ops::Format::kBf16, &sink, 1},
                    .out = out.data(),
                    .num_seqs = 1,
                    .num_tokens = 1,
                    .num_heads = 1,
                    .num_kv_heads = 1,
                    .head_dim = 2,
-                   .block_size = 4,
                    .max_blocks = 1,
                    .window = window,
                    .scale = 1.0f});
@@ -102,7 +100,12 @@ TEST(CpuOps, RouterSoftmaxOverTopK) {
     float x = 1.0f;
     int32_t ids[2];
     float wt[2];
-    router({&x, {w.data(), b.data(), 4, 1}, ids, wt, 1, 2});
+    ops::DenseWeight r;
+    r.w = w.data();
+    r.b = {ops::Format::kBf16, b.data(), 4};
+    r.out = 4;
+    r.in = 1;
+    router({&x, r, ids, wt, 1, 2});
     // With bias, logits are (1, 3, 2, 2): top-2 = {1, 2}, weights softmax(3, 2).
     EXPECT_EQ(ids[0], 1);
     EXPECT_EQ(ids[1], 2);
@@ -113,7 +116,7 @@ TEST(CpuOps, RouterSoftmaxOverTopK) {
 TEST(CpuOps, RmsNormMultipliesGainAfterNormalising) {
     std::vector<float> x = {3.0f, 4.0f}, y(2);
     std::vector<uint16_t> w = {f32_to_bf16(2.0f), f32_to_bf16(0.5f)};
-    rmsnorm({x.data(), w.data(), y.data(), 1, 2, 0.0f});
+    rmsnorm({x.data(), {ops::Format::kBf16, w.data(), 2}, y.data(), 1, 2, 0.0f});
     const float rms = std::sqrt(12.5f);
     EXPECT_NEAR(y[0], 2.0f * 3.0f / rms, 1e-6);
     EXPECT_NEAR(y[1], 0.5f * 4.0f / rms, 1e-6);

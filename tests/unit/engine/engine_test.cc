@@ -15,6 +15,7 @@
 #include "engine/engine_core.h"
 #include "executor/cpu_executor.h"
 #include "model/random_model.h"
+#include "model/sequence_runner.h"
 #include "ops/sample.h"
 
 namespace volt::engine {
@@ -243,29 +244,11 @@ void check_prompt_logprobs_any_chunk_size(std::shared_ptr<const model::ModelWeig
     const auto prompt = random_prompt(P, 9);
     // Reference: the whole prompt in one step over a contiguous cache (identity block table).
     cpu::CpuBackend backend;
-    model::Forward fwd(w, backend);
-    const int64_t blocks = (P + 15) / 16;
-    const int64_t counts[2] = {blocks, blocks};
-    model::KvCache cache(c, 16, counts);
-    std::vector<int32_t> pos(P), rows(P), table(blocks);
-    std::vector<int64_t> slots(P);
-    std::iota(pos.begin(), pos.end(), 0);
-    std::iota(rows.begin(), rows.end(), 0);
-    std::iota(slots.begin(), slots.end(), 0);
-    std::iota(table.begin(), table.end(), 0);
-    int32_t qsl[2] = {0, static_cast<int32_t>(P)}, len = static_cast<int32_t>(P);
-    model::ForwardBatch b;
-    b.num_tokens = P;
-    b.num_seqs = 1;
-    b.token_ids = prompt.data();
-    b.positions = pos.data();
-    b.query_start_loc = qsl;
-    b.seq_lens = &len;
-    for (auto& g : b.groups) g = {slots.data(), table.data(), blocks};
-    b.logits_rows = rows.data();
-    b.num_logits_rows = P;
-    std::vector<float> logits(P * c.vocab_size);
-    fwd.run(b, cache, logits.data());
+    auto placed = model::place_model(w, backend);
+    ASSERT_TRUE(placed.is_ok());
+    model::Forward fwd(*placed, backend);
+    model::SequenceRunner runner(fwd, P);
+    const std::vector<float> logits = runner.append(prompt, /*all_rows=*/true);
 
     // The same op the executor runs, over the contiguous logits: the engine's logprobs must match bitwise.
     std::vector<ops::SampleRow> ref_rows(P - 1);

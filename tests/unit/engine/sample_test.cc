@@ -1,13 +1,13 @@
 // The CPU sample op (ops/sample.h, src/cpu/sample.cc) against values worked out by hand from the
 // definitions: vLLM's penalties, log_softmax, min_p / top_k / top_p filters, and the draw frequencies
 // of the softmax (law of large numbers over 20000 counter-based draws).
-#include "ops/sample.h"
-
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <limits>
 #include <vector>
+
+#include "cpu/cpu_ops.h"
 
 namespace volt::ops {
 namespace {

@@ -40,11 +40,10 @@ class SimExecutor final : public executor::SyncExecutor {
     }
     int64_t bytes_per_block(int64_t, int) const override { return 0; }
     ExecutorMemory memory() const override { return {}; }
-    Status init_cache(int64_t block_size, const int64_t num_blocks[kNumKvGroups],
-                      int64_t max_num_seqs) override {
-        set_num_slots(max_num_seqs);
-        bs_ = block_size;
-        for (int g = 0; g < kNumKvGroups; ++g) cache_[g].assign(num_blocks[g] * bs_, {-1, -1});
+    Status init_cache(const CacheConfig& c) override {
+        set_num_slots(c.max_num_seqs);
+        bs_ = c.block_size;
+        for (int g = 0; g < kNumKvGroups; ++g) cache_[g].assign(c.num_blocks[g] * bs_, {-1, -1});
         return Status::ok();
     }
     Status run(const StepBatch& b, StepResult* result) override {
@@ -339,7 +338,7 @@ class CostlyExecutor final : public Executor {
     }
     int64_t bytes_per_block(int64_t block_size, int) const override { return block_size * 1000; }
     ExecutorMemory memory() const override { return {}; }
-    Status init_cache(int64_t, const int64_t[kNumKvGroups], int64_t) override { return Status::ok(); }
+    Status init_cache(const CacheConfig&) override { return Status::ok(); }
     Result<StepHandle> submit(const StepBatch&) override { return internal_error("not for running"); }
     Status collect(StepHandle, StepResult*) override { return internal_error("not for running"); }
 };

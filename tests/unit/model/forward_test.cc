@@ -9,12 +9,31 @@
 #include <numeric>
 
 #include "cpu/cpu_ops.h"
+#include "model/kv_store.h"
 #include "model/random_model.h"
 
 namespace volt::model {
 namespace {
 
 constexpr int64_t kBlock = 4;
+
+template <typename T>
+T ok(Result<T> r) {
+    EXPECT_TRUE(r.is_ok()) << r.status().to_string();
+    return std::move(*r);
+}
+
+// One step of `fwd` over host arrays: the logits of every logits row into `out` [rows, V].
+void run_step(Forward& fwd, const KvStore& cache, const HostStep& step, std::vector<float>* out) {
+    const int64_t V = fwd.config().vocab_size;
+    Workspace ws = ok(Workspace::create(fwd.backend(), fwd.config(), step.num_tokens(), 3));
+    StepUpload upload;
+    const ForwardBatch b = ok(upload.upload(fwd.backend(), step));
+    out->assign(step.logits_rows.size() * V, 0.0f);
+    fwd.run(b, cache.layers(), ws, [&](int64_t first, int64_t count, const float* logits) {
+        std::copy(logits, logits + count * V, out->begin() + first * V);
+    });
+}
 
 // Runs sequences through `fwd` in steps; step i feeds chunk sizes[i][s] tokens of sequence s (0: none).
 // Blocks of sequence s are (block_offset[s] + j) * stride + s, so different placements can be compared.
@@ -28,7 +47,7 @@ std::vector<std::vector<float>> run_chunked(Forward& fwd, const std::vector<std:
     const int64_t max_blocks = (max_len + kBlock - 1) / kBlock;
     const int64_t nblocks = (max_blocks + 8) * stride;
     const int64_t counts[2] = {nblocks, nblocks};
-    KvCache cache(c, kBlock, counts);
+    KvStore cache = ok(KvStore::create(fwd.backend(), c, kBlock, counts, ops::Format::kF32));
     std::vector<int32_t> tables(S * max_blocks);
     for (int64_t s = 0; s < S; ++s)
         for (int64_t j = 0; j < max_blocks; ++j)
@@ -55,18 +74,19 @@ std::vector<std::vector<float>> run_chunked(Forward& fwd, const std::vector<std:
             step_tables.insert(step_tables.end(), tables.begin() + s * max_blocks,
                                tables.begin() + (s + 1) * max_blocks);
         }
-        ForwardBatch b;
-        b.num_tokens = static_cast<int64_t>(ids.size());
-        b.num_seqs = static_cast<int64_t>(seqs.size());
-        b.token_ids = ids.data();
-        b.positions = pos.data();
-        b.query_start_loc = qsl.data();
-        b.seq_lens = lens.data();
-        for (auto& g : b.groups) g = {slots.data(), step_tables.data(), max_blocks};
-        b.logits_rows = rows.data();
-        b.num_logits_rows = static_cast<int64_t>(rows.size());
-        std::vector<float> out(rows.size() * c.vocab_size);
-        fwd.run(b, cache, out.data());
+        HostStep hs;
+        hs.token_ids = ids;
+        hs.positions = pos;
+        hs.query_start_loc = qsl;
+        hs.seq_lens = lens;
+        for (int g = 0; g < ops::kNumKvGroups; ++g) {
+            hs.slot_mapping[g] = slots;
+            hs.block_tables[g] = step_tables;
+            hs.max_blocks[g] = max_blocks;
+        }
+        hs.logits_rows = rows;
+        std::vector<float> out;
+        run_step(fwd, cache, hs, &out);
         int64_t r = 0;
         for (size_t i = 0; i < seqs.size(); ++i) {
             const int64_t s = seqs[i];
@@ -88,7 +108,9 @@ std::vector<int32_t> random_prompt(int64_t n, int64_t vocab, uint32_t seed) {
 
 class ForwardTest : public ::testing::Test {
   protected:
-    ForwardTest() : weights_(testing::random_model(testing::small_config(2), 7)), fwd_(weights_, backend_) {}
+    ForwardTest()
+        : weights_(testing::random_model(testing::small_config(2), 7)),
+          fwd_(ok(place_model(weights_, backend_)), backend_) {}
     std::shared_ptr<ModelWeights> weights_;
     cpu::CpuBackend backend_;
     Forward fwd_;
@@ -127,27 +149,23 @@ TEST_F(ForwardTest, SlidingLayerNeverReadsBeforeTheWindow) {
     auto whole = run_chunked(fwd_, {p}, {{26}}, 1, {0});
     const int64_t max_blocks = (26 + kBlock - 1) / kBlock;
     const int64_t counts[2] = {max_blocks, max_blocks};
-    KvCache cache(c, kBlock, counts);
+    KvStore cache = ok(KvStore::create(backend_, c, kBlock, counts, ops::Format::kF32));
     std::vector<int32_t> full(max_blocks), sliding(max_blocks);
     std::iota(full.begin(), full.end(), 0);
     std::iota(sliding.begin(), sliding.end(), 0);
     std::vector<float> last;
     for (int32_t t = 0; t < 26; ++t) {
-        int64_t slot = t;  // identity placement
-        int32_t qsl[2] = {0, 1}, row = 0, len = t + 1;
-        ForwardBatch b;
-        b.num_tokens = 1;
-        b.num_seqs = 1;
-        b.token_ids = &p[t];
-        b.positions = &t;
-        b.query_start_loc = qsl;
-        b.seq_lens = &len;
-        b.groups[kFullGroup] = {&slot, full.data(), max_blocks};
-        b.groups[kSlidingGroup] = {&slot, sliding.data(), max_blocks};
-        b.logits_rows = &row;
-        b.num_logits_rows = 1;
-        last.assign(c.vocab_size, 0.0f);
-        fwd_.run(b, cache, last.data());
+        HostStep hs;
+        hs.token_ids = {p[t]};
+        hs.positions = {t};
+        hs.query_start_loc = {0, 1};
+        hs.seq_lens = {t + 1};
+        for (auto& m : hs.slot_mapping) m = {t};  // identity placement
+        hs.block_tables[kFullGroup] = full;
+        hs.block_tables[kSlidingGroup] = sliding;
+        hs.max_blocks[kFullGroup] = hs.max_blocks[kSlidingGroup] = max_blocks;
+        hs.logits_rows = {0};
+        run_step(fwd_, cache, hs, &last);
         // After the step, blocks wholly before (t + 1) - window + 1 are never read again.
         const int64_t first_needed = std::max<int64_t>(0, t + 1 - c.sliding_window + 1);
         for (int64_t j = 0; j < first_needed / kBlock; ++j) sliding[j] = -1;

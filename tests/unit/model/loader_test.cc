@@ -163,7 +163,16 @@ void expect_bytes(const T* p, const TinyCheckpoint& ck, const std::string& name)
     EXPECT_EQ(std::memcmp(p, b.data(), b.size()), 0) << name;
 }
 
-void expect_dense(const DenseWeight& d, const TinyCheckpoint& ck, const std::string& name, int64_t out,
+void expect_bytes(const ops::VectorWeight& v, const TinyCheckpoint& ck, const std::string& name) {
+    expect_bytes(v.data, ck, name);
+}
+void expect_bytes(const ops::DenseWeight& d, const TinyCheckpoint& ck, const std::string& name) {
+    expect_bytes(d.w, ck, name);
+}
+// Element i of a 16-bit tensor view.
+uint16_t u16(const void* p, int64_t i) { return static_cast<const uint16_t*>(p)[i]; }
+
+void expect_dense(const ops::DenseWeight& d, const TinyCheckpoint& ck, const std::string& name, int64_t out,
                   int64_t in) {
     EXPECT_EQ(d.out, out) << name;
     EXPECT_EQ(d.in, in) << name;
@@ -183,7 +192,7 @@ TEST_F(LoaderTest, Mxfp4LayoutPointsAtWrittenBytes) {
     expect_bytes(w.embed_tokens, ck, "model.embed_tokens.weight");
     expect_bytes(w.norm, ck, "model.norm.weight");
     expect_bytes(w.lm_head.w, ck, "lm_head.weight");
-    EXPECT_EQ(w.lm_head.b, nullptr);
+    EXPECT_EQ(w.lm_head.b.data, nullptr);
     EXPECT_EQ(w.lm_head.out, kV);
     EXPECT_EQ(w.lm_head.in, kH);
     for (int64_t i = 0; i < kL; ++i) {
@@ -197,7 +206,7 @@ TEST_F(LoaderTest, Mxfp4LayoutPointsAtWrittenBytes) {
         expect_dense(l.v_proj, ck, p + "self_attn.v_proj", 32, 64);
         expect_dense(l.o_proj, ck, p + "self_attn.o_proj", 64, 64);
         expect_dense(l.router, ck, p + "mlp.router", 4, 64);
-        EXPECT_EQ(l.gate_up.format, ExpertFormat::kMxfp4);
+        EXPECT_EQ(l.gate_up.format, ops::Format::kMxfp4);
         EXPECT_EQ(l.gate_up.num_experts, 4);
         EXPECT_EQ(l.gate_up.out, 128);
         EXPECT_EQ(l.gate_up.in, 64);
@@ -242,35 +251,35 @@ TEST_F(LoaderTest, Bf16LayoutTransposedToOutIn) {
     auto r = load();
     ASSERT_TRUE(r.is_ok()) << r.status().to_string();
     const LayerWeights& l = (*r)->layers[1];
-    ASSERT_EQ(l.gate_up.format, ExpertFormat::kBf16);
+    ASSERT_EQ(l.gate_up.format, ops::Format::kBf16);
     EXPECT_EQ(l.gate_up.blocks, nullptr);
     EXPECT_EQ(l.gate_up.out, 2 * kI);
     EXPECT_EQ(l.gate_up.in, kH);
     ASSERT_NE(l.gate_up.w, nullptr);
     // Hand-indexed: expert 2, output row 77, input column 5 sits at (2*128 + 77)*64 + 5 = 21317 and
     // must hold source element (2, 5, 77) = 20000 + 640 + 77 = 20717.
-    EXPECT_EQ(l.gate_up.w[21317], 20717);
+    EXPECT_EQ(u16(l.gate_up.w, 21317), 20717);
     for (int64_t e = 0; e < kE; ++e)
         for (int64_t j = 0; j < 2 * kI; ++j)
             for (int64_t h = 0; h < kH; ++h)
-                ASSERT_EQ(l.gate_up.w[(e * 2 * kI + j) * kH + h], e * 10000 + h * 128 + j)
+                ASSERT_EQ(u16(l.gate_up.w, (e * 2 * kI + j) * kH + h), e * 10000 + h * 128 + j)
                     << e << " " << j << " " << h;
     expect_bytes(l.gate_up.bias, ck, "model.layers.1.mlp.experts.gate_up_proj_bias");
     // down: [E, I, H] -> [E, H, I]; bf16 of 2^e * (1 + k/8) is 0x3f80 + e*0x80 + k*0x10 (exponent
     // field +1 per doubling, top 3 mantissa bits = k).
-    EXPECT_EQ(l.down.format, ExpertFormat::kBf16);
+    EXPECT_EQ(l.down.format, ops::Format::kBf16);
     EXPECT_EQ(l.down.out, kH);
     EXPECT_EQ(l.down.in, kI);
     for (int64_t e = 0; e < kE; ++e)
         for (int64_t h = 0; h < kH; ++h)
             for (int64_t i = 0; i < kI; ++i)
-                ASSERT_EQ(l.down.w[(e * kH + h) * kI + i], 0x3f80 + e * 0x80 + ((i + h) % 8) * 0x10);
-    EXPECT_EQ(l.down.w[(3 * kH + 1) * kI + 2], 0x4130);  // 8 * 1.375 = 11 = 0x4130 in bf16
+                ASSERT_EQ(u16(l.down.w, (e * kH + h) * kI + i), 0x3f80 + e * 0x80 + ((i + h) % 8) * 0x10);
+    EXPECT_EQ(u16(l.down.w, (3 * kH + 1) * kI + 2), 0x4130);  // 8 * 1.375 = 11 = 0x4130 in bf16
     // Layer 0 is bf16 too, with the generated pattern; spot check one transposed byte pair.
     const auto& src = ck.bytes("model.layers.0.mlp.experts.down_proj");  // [E, I, H]
     uint16_t s;
     std::memcpy(&s, &src[((1 * kI + 7) * kH + 9) * 2], 2);
-    EXPECT_EQ((*r)->layers[0].down.w[(1 * kH + 9) * kI + 7], s);
+    EXPECT_EQ(u16((*r)->layers[0].down.w, (1 * kH + 9) * kI + 7), s);
 }
 
 TEST_F(LoaderTest, NonExpertF32AndF16ConvertedToBf16) {
@@ -294,15 +303,15 @@ TEST_F(LoaderTest, NonExpertF32AndF16ConvertedToBf16) {
     auto r = load();
     ASSERT_TRUE(r.is_ok()) << r.status().to_string();
     const ModelWeights& w = **r;
-    EXPECT_EQ(w.norm[0], 0x3fc0);
-    EXPECT_EQ(w.norm[1], 0x3f80);
-    EXPECT_EQ(w.norm[2], 0x3f82);
-    EXPECT_EQ(w.norm[3], 0xc000);
-    EXPECT_EQ(w.norm[63], 0x3fc0);
-    EXPECT_EQ(w.layers[0].sinks[0], 0x3f80);
-    EXPECT_EQ(w.layers[0].sinks[1], 0xbf00);
-    EXPECT_EQ(w.layers[0].sinks[2], 0x4780);
-    EXPECT_EQ(w.layers[0].sinks[3], 0x3380);
+    EXPECT_EQ(u16(w.norm.data, 0), 0x3fc0);
+    EXPECT_EQ(u16(w.norm.data, 1), 0x3f80);
+    EXPECT_EQ(u16(w.norm.data, 2), 0x3f82);
+    EXPECT_EQ(u16(w.norm.data, 3), 0xc000);
+    EXPECT_EQ(u16(w.norm.data, 63), 0x3fc0);
+    EXPECT_EQ(u16(w.layers[0].sinks.data, 0), 0x3f80);
+    EXPECT_EQ(u16(w.layers[0].sinks.data, 1), 0xbf00);
+    EXPECT_EQ(u16(w.layers[0].sinks.data, 2), 0x4780);
+    EXPECT_EQ(u16(w.layers[0].sinks.data, 3), 0x3380);
 }
 
 TEST_F(LoaderTest, ShardedWithIndexIgnoresOriginal) {

@@ -54,42 +54,43 @@ inline std::shared_ptr<ModelWeights> random_model(const GptOssConfig& c, uint64_
         for (auto& x : v) x = static_cast<uint8_t>(u(rng));
         return v.data();
     };
+    auto vec = [&](int64_t n, float std) { return ops::VectorWeight{ops::Format::kBf16, bf16(n, std), n}; };
     auto dense = [&](int64_t out, int64_t in, float std, bool bias) {
-        DenseWeight d;
+        ops::DenseWeight d;
         d.out = out;
         d.in = in;
         d.w = bf16(out * in, std);
-        d.b = bias ? bf16(out, 0.1f) : nullptr;
+        if (bias) d.b = vec(out, 0.1f);
         return d;
     };
     auto experts = [&](int64_t out, int64_t in, int scale_byte) {
-        ExpertWeights e;
+        ops::ExpertWeights e;
         e.num_experts = c.num_local_experts;
         e.out = out;
         e.in = in;
         e.blocks = bytes(c.num_local_experts * out * in / 2, 0, 255);
         e.scales = bytes(c.num_local_experts * out * in / 32, scale_byte - 1, scale_byte + 1);
-        e.bias = bf16(c.num_local_experts * out, 0.5f);
+        e.bias = vec(c.num_local_experts * out, 0.5f);
         return e;
     };
     const int64_t H = c.hidden_size;
-    w->embed_tokens = bf16(c.vocab_size * H, 1.0f);
+    w->embed_tokens = dense(c.vocab_size, H, 1.0f, false);
     for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
         LayerWeights L;
-        L.input_layernorm = bf16(H, 0.2f);
+        L.input_layernorm = vec(H, 0.2f);
         L.q_proj = dense(c.q_dim(), H, 1.0f / std::sqrt(float(H)), true);
         L.k_proj = dense(c.kv_dim(), H, 1.0f / std::sqrt(float(H)), true);
         L.v_proj = dense(c.kv_dim(), H, 1.0f / std::sqrt(float(H)), true);
         L.o_proj = dense(H, c.q_dim(), 1.0f / std::sqrt(float(c.q_dim())), true);
-        L.sinks = bf16(c.num_attention_heads, 1.0f);
-        L.post_attention_layernorm = bf16(H, 0.2f);
+        L.sinks = vec(c.num_attention_heads, 1.0f);
+        L.post_attention_layernorm = vec(H, 0.2f);
         L.router = dense(c.num_local_experts, H, 1.0f, true);
         // Codes up to 6 times 2^(124-127) = 0.75 per weight: gate/up sums reach beyond the clamp of 7.
         L.gate_up = experts(2 * c.intermediate_size, H, 124);
         L.down = experts(H, c.intermediate_size, 121);
         w->layers.push_back(L);
     }
-    w->norm = bf16(H, 0.2f);
+    w->norm = vec(H, 0.2f);
     w->lm_head = dense(c.vocab_size, H, 1.0f / std::sqrt(float(H)), false);
     return w;
 }

@@ -19,6 +19,7 @@
 #include "io/safetensors.h"
 #include "model/forward.h"
 #include "model/loader.h"
+#include "model/sequence_runner.h"
 #include "quant/mxfp4.h"
 
 namespace volt::model {
@@ -323,30 +324,12 @@ TEST(MakeModel, ActivationsReachTheSwigluClamp) {
     std::shared_ptr<const ModelWeights> weights = *loaded;
     const GptOssConfig& c = weights->config;
     cpu::CpuBackend backend;
-    Forward fwd(weights, backend);
-
-    const int64_t T = 64, kBlock = 16, nblocks = T / kBlock;
-    std::vector<int32_t> ids(T), pos(T), qsl{0, int32_t(T)}, lens{int32_t(T)}, rows{int32_t(T - 1)};
-    std::vector<int64_t> slots(T);
-    std::vector<int32_t> table(nblocks);
-    for (int64_t t = 0; t < T; ++t) {
-        ids[t] = static_cast<int32_t>((t * 7919 + 13) % c.vocab_size);
-        pos[t] = static_cast<int32_t>(t);
-        slots[t] = t;
-    }
-    for (int64_t b = 0; b < nblocks; ++b) table[b] = static_cast<int32_t>(b);
-    const int64_t counts[2] = {nblocks, nblocks};
-    KvCache cache(c, kBlock, counts);
-    ForwardBatch batch;
-    batch.num_tokens = T;
-    batch.num_seqs = 1;
-    batch.token_ids = ids.data();
-    batch.positions = pos.data();
-    batch.query_start_loc = qsl.data();
-    batch.seq_lens = lens.data();
-    for (auto& g : batch.groups) g = {slots.data(), table.data(), nblocks};
-    batch.logits_rows = rows.data();
-    batch.num_logits_rows = 1;
+    auto placed = place_model(weights, backend);
+    ASSERT_TRUE(placed.is_ok()) << placed.status().to_string();
+    Forward fwd(*placed, backend);
+    const int64_t T = 64;
+    std::vector<int32_t> ids(T);
+    for (int64_t t = 0; t < T; ++t) ids[t] = static_cast<int32_t>((t * 7919 + 13) % c.vocab_size);
 
     // For every layer: routed experts' gate/up pre-activations from the traced MoE input.
     int64_t gate_total = 0, gate_clamped = 0, up_clamped = 0;
@@ -359,8 +342,9 @@ TEST(MakeModel, ActivationsReachTheSwigluClamp) {
             const float* h = x + t * cols;
             std::vector<std::pair<float, int64_t>> logits;
             for (int64_t e = 0; e < E; ++e) {
-                float r = bf16_to_f32(L.router.b[e]);
-                for (int64_t k = 0; k < H; ++k) r += bf16_to_f32(L.router.w[e * H + k]) * h[k];
+                float r = bf16_to_f32(static_cast<const uint16_t*>(L.router.b.data)[e]);
+                for (int64_t k = 0; k < H; ++k)
+                    r += bf16_to_f32(static_cast<const uint16_t*>(L.router.w)[e * H + k]) * h[k];
                 logits.push_back({r, e});
             }
             std::sort(logits.begin(), logits.end(), std::greater<>());
@@ -370,7 +354,7 @@ TEST(MakeModel, ActivationsReachTheSwigluClamp) {
                     const int64_t row = e * 2 * I + r;
                     quant::decode_mxfp4_row(L.gate_up.blocks + row * H / 2, L.gate_up.scales + row * H / 32,
                                             H, wrow.data());
-                    float y = bf16_to_f32(L.gate_up.bias[row]);
+                    float y = bf16_to_f32(static_cast<const uint16_t*>(L.gate_up.bias.data)[row]);
                     for (int64_t k = 0; k < H; ++k) y += wrow[k] * h[k];
                     if (r % 2 == 0) {
                         ++gate_total;
@@ -382,8 +366,8 @@ TEST(MakeModel, ActivationsReachTheSwigluClamp) {
             }
         }
     });
-    std::vector<float> logits(c.vocab_size);
-    fwd.run(batch, cache, logits.data());
+    SequenceRunner run(fwd, T);
+    const std::vector<float> logits = run.append(ids, /*all_rows=*/false);
     const double gate_frac = double(gate_clamped) / gate_total, up_frac = double(up_clamped) / gate_total;
     EXPECT_GT(gate_frac, 0.001) << "gate units above the clamp: " << gate_frac;
     EXPECT_LT(gate_frac, 0.05) << "gate units above the clamp: " << gate_frac;

@@ -1,0 +1,44 @@
+// The step builder every model executor shares: keeps each seq_slot's block tables (from
+// StepBatch::table_updates), turns a StepBatch into the forward pass's HostStep (flattened ids,
+// positions, slot mappings, per-sequence block tables) and the sample op's rows for a chunk of logits.
+// Executors add only what is theirs: where memory lives, how the step is launched (CpuExecutor: at
+// once on the CPU backend; a GPU executor: staged and uploaded, the tables kept on the device).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "engine/executor.h"
+#include "model/forward.h"
+#include "ops/sample.h"
+
+namespace volt::executor {
+
+class StepBuilder {
+  public:
+    void init(int64_t max_num_seqs);
+    // Applies the batch's table updates (in order).
+    void apply_table_updates(const engine::StepBatch& b);
+    // The forward pass's inputs for the batch (token ids must be resolved: no DeferredToken).
+    const model::HostStep& build(const engine::StepBatch& b);
+    const std::vector<int32_t>& table(int group, int32_t slot) const { return tables_[group][slot]; }
+
+    // Sample rows for logits rows [first, first + count) of b, reading logits [count, V] at `logits`
+    // (backend memory). Pointers into b's vectors: valid while b is.
+    const std::vector<ops::SampleRow>& sample_rows(const engine::StepBatch& b, int64_t first, int64_t count,
+                                                   const float* logits, int64_t vocab_size);
+
+  private:
+    std::vector<std::vector<int32_t>> tables_[ops::kNumKvGroups];  // [slot] block table
+    model::HostStep step_;
+    std::vector<ops::SampleRow> rows_;
+    std::vector<std::vector<int32_t>> bias_ids_;
+    std::vector<std::vector<float>> bias_values_;
+};
+
+// The StepResult of a batch from the sample op's outputs (top lists [rows, max_top]).
+void fill_result(const engine::StepBatch& b, const std::vector<int32_t>& tokens,
+                 const std::vector<float>& logprobs, const std::vector<int32_t>& top_ids,
+                 const std::vector<float>& top_logprobs, int64_t max_top, engine::StepResult* result);
+
+}  // namespace volt::executor

@@ -1,0 +1,89 @@
+// The coarse ops' defaults, built from the fine ops in spec order: what a backend without fused kernels
+// (the CPU) runs, and the reference the fused GPU kernels are checked against by the op harness.
+#include <cstring>
+
+#include "core/check.h"
+#include "ops/ops.h"
+
+namespace volt::ops {
+
+const char* format_name(Format f) {
+    switch (f) {
+        case Format::kF32:
+            return "f32";
+        case Format::kF16:
+            return "f16";
+        case Format::kBf16:
+            return "bf16";
+        case Format::kMxfp4:
+            return "mxfp4";
+        case Format::kInt8:
+            return "int8";
+        case Format::kInt4:
+            return "int4";
+    }
+    return "?";
+}
+
+Buffer::~Buffer() {
+    if (backend_ != nullptr && data_ != nullptr) backend_->release(data_, bytes_);
+}
+
+Buffer& Buffer::operator=(Buffer&& o) noexcept {
+    if (this != &o) {
+        if (backend_ != nullptr && data_ != nullptr) backend_->release(data_, bytes_);
+        backend_ = o.backend_;
+        data_ = o.data_;
+        bytes_ = o.bytes_;
+        o.backend_ = nullptr;
+        o.data_ = nullptr;
+        o.bytes_ = 0;
+    }
+    return *this;
+}
+
+void Backend::qkv_rope_kvwrite(const QkvRopeKvWriteArgs& a) {
+    const int64_t T = a.num_tokens;
+    rmsnorm({.x = a.x, .w = a.norm, .y = a.h, .num_rows = T, .hidden = a.hidden, .eps = a.eps});
+    if (a.w.fused()) {
+        VOLT_CHECK(false) << name() << ": the default qkv_rope_kvwrite needs unfused q/k/v weights";
+    }
+    linear({.x = a.h, .weight = a.w.q, .y = a.q, .num_tokens = T});
+    linear({.x = a.h, .weight = a.w.k, .y = a.k, .num_tokens = T});
+    linear({.x = a.h, .weight = a.w.v, .y = a.v, .num_tokens = T});
+    rope({a.q, a.k, a.positions, a.inv_freq, a.mscale, T, a.num_heads, a.num_kv_heads, a.head_dim});
+    kv_write({a.k, a.v, a.slot_mapping, a.kv, T, a.num_kv_heads, a.head_dim});
+}
+
+void Backend::o_proj_residual(const OProjResidualArgs& a) {
+    linear({.x = a.attn, .weight = a.o, .y = a.out, .num_tokens = a.num_tokens});
+    add({a.out, a.x, a.num_tokens * a.o.out});
+}
+
+void Backend::moe_route(const MoeRouteArgs& a) {
+    rmsnorm({.x = a.x, .w = a.norm, .y = a.h, .num_rows = a.num_tokens, .hidden = a.hidden, .eps = a.eps});
+    router({a.h, a.router, a.expert_ids, a.expert_weights, a.num_tokens, a.top_k});
+}
+
+void Backend::final_logits(const FinalLogitsArgs& a) {
+    rmsnorm({.x = a.x,
+             .w = a.norm,
+             .y = a.h,
+             .num_rows = a.num_rows,
+             .hidden = a.hidden,
+             .eps = a.eps,
+             .rows = a.rows});
+    linear({.x = a.h, .weight = a.lm_head, .y = a.logits, .num_tokens = a.num_rows});
+}
+
+void Backend::copy_blocks(const CopyBlocksArgs& a) {
+    for (int64_t l = 0; l < a.num_layers; ++l) {
+        for (void* pool : {a.layers[l].k, a.layers[l].v}) {
+            auto* base = static_cast<uint8_t*>(pool);
+            for (int64_t i = 0; i < a.num_copies; ++i)
+                copy(base + a.dst[i] * a.block_bytes, base + a.src[i] * a.block_bytes, a.block_bytes);
+        }
+    }
+}
+
+}  // namespace volt::ops

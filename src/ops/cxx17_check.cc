@@ -1,0 +1,4 @@
+// Compiled as C++17 by CMake (volt_ops_cxx17_check): fails the build when an ops header needs C++20.
+#include "ops/ops.h"
+#include "ops/sample.h"
+#include "ops/weights.h"
