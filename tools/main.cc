@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "core/logging.h"
+#include "core/version.h"
 #include "tools/commands.h"
 
 int main(int argc, char** argv) {
@@ -11,7 +12,7 @@ int main(int argc, char** argv) {
     app.require_subcommand(1);
     std::string log_level = "info";
     app.add_option("--log-level", log_level, "trace, debug, info, warning, error")->capture_default_str();
-    app.set_version_flag("--version", "voltllm 0.1.0");
+    app.set_version_flag("--version", "voltllm " VOLT_VERSION);
     volt::tools::register_logits(app);
     volt::tools::register_generate(app);
     app.parse_complete_callback([&] { volt::init_logging(log_level); });

@@ -16,7 +16,6 @@ struct NpyArray {
     std::vector<int64_t> shape;
     std::vector<uint8_t> data;  // raw little-endian payload
     const float* f32() const { return reinterpret_cast<const float*>(data.data()); }
-    const int32_t* i32() const { return reinterpret_cast<const int32_t*>(data.data()); }
     int64_t numel() const;
 };
 

@@ -26,8 +26,6 @@ class CpuExecutor final : public SyncExecutor {
     engine::ExecutorMemory memory() const override;
     Status init_cache(const engine::CacheConfig& config) override;
 
-    model::Forward& forward() { return *forward_; }
-
   protected:
     Status run(const engine::StepBatch& batch, engine::StepResult* result) override;
 

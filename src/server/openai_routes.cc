@@ -12,6 +12,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "core/version.h"
 #include "server/output_processor.h"
 #include "server/request.h"
 #include "server/request_log.h"
@@ -597,7 +598,7 @@ OpenAiRoutes::OpenAiRoutes(RoutesConfig config, HttpServer& server,
         },
         true);
     server_.get("/version", [](const httplib::Request&, httplib::Response& res) {
-        HttpServer::send_json(res, 200, {{"version", "0.1.0"}});
+        HttpServer::send_json(res, 200, {{"version", VOLT_VERSION}});
     });
     server_.get("/v1/models", [this](const httplib::Request&, httplib::Response& res) { models(res); });
     server_.get(R"(/v1/models/(.+))", [this](const httplib::Request& req, httplib::Response& res) {

@@ -48,13 +48,6 @@ Result<std::vector<int32_t>> HarmonyEncoding::encode_pieces(std::span<const Harm
     return ids;
 }
 
-Result<std::vector<int32_t>> HarmonyEncoding::render_conversation(const HarmonyConversation& conversation,
-                                                                  const RenderOptions& options) const {
-    VOLT_ASSIGN_OR_RETURN(std::vector<HarmonyPiece> pieces,
-                          render_conversation_pieces(conversation, options));
-    return encode_pieces(pieces);
-}
-
 Result<HarmonyPrompt> HarmonyEncoding::render_for_completion(const HarmonyConversation& conversation,
                                                              const CompletionOptions& options) const {
     VOLT_ASSIGN_OR_RETURN(std::vector<HarmonyPiece> pieces, render_completion_pieces(conversation, options));

@@ -54,9 +54,6 @@ class HarmonyEncoding {
     // kInvalidArgument (from encode) for text that is not valid UTF-8.
     Result<std::vector<int32_t>> encode_pieces(std::span<const HarmonyPiece> pieces) const;
 
-    // The conversation without a generation prompt (history, training-style renders).
-    Result<std::vector<int32_t>> render_conversation(const HarmonyConversation& conversation,
-                                                     const RenderOptions& options = {}) const;
     // The prompt for the next assistant turn, ending in `<|start|>assistant` (+ forced tool-call header).
     Result<HarmonyPrompt> render_for_completion(const HarmonyConversation& conversation,
                                                 const CompletionOptions& options = {}) const;
