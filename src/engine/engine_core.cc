@@ -110,11 +110,15 @@ Status EngineCore::validate(const std::vector<int32_t>& prompt, const SamplingPa
     VOLT_RETURN_IF_ERROR(validate_sampling_params(p, config_.vocab_size_real));
     if (p.n > config_.max_num_seqs)
         return invalid_argument("n = " + str(p.n) + " is over max_num_seqs " + str(config_.max_num_seqs));
-    const int64_t total = static_cast<int64_t>(prompt.size()) + p.max_tokens;
-    if (total > plan_.max_model_len)
-        return out_of_range("prompt (" + str(static_cast<int64_t>(prompt.size())) +
-                            " tokens) + max_tokens (" + str(p.max_tokens) + ") = " + str(total) +
+    // Compared without forming the sum, which could overflow for a huge max_tokens.
+    const auto num_prompt = static_cast<int64_t>(prompt.size());
+    const int64_t max_tokens = p.max_tokens;
+    if (num_prompt > plan_.max_model_len || max_tokens > plan_.max_model_len - num_prompt) {
+        const bool sum_fits = max_tokens <= std::numeric_limits<int64_t>::max() - num_prompt;
+        return out_of_range("prompt (" + str(num_prompt) + " tokens) + max_tokens (" + str(max_tokens) + ")" +
+                            (sum_fits ? " = " + str(num_prompt + max_tokens) : std::string()) +
                             " is over max_model_len " + str(plan_.max_model_len));
+    }
     return Status::ok();
 }
 

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <deque>
+#include <limits>
 #include <map>
 #include <random>
 
@@ -546,6 +547,32 @@ TEST(PipelinedSchedulerTest, StopRulesGiveTheSynchronousOutputs) {
         EXPECT_EQ(got.stats.requests_finished, want.stats.requests_finished) << "case " << i;
         EXPECT_EQ(got.stats.prompt_tokens, want.stats.prompt_tokens) << "case " << i;
     }
+}
+
+TEST(SchedulerTest, ValidateComparesPromptPlusMaxTokensWithoutOverflow) {
+    ScriptedOptions o;
+    o.outputs = {{1}};
+    o.vocab_size = 100;
+    ScriptedExecutor ex(o);
+    EngineConfig cfg;
+    cfg.block_size = 4;
+    cfg.num_kv_blocks_override = 10;  // max_model_len 40
+    auto core = EngineCore::create(cfg, &ex);
+    ASSERT_TRUE(core.is_ok());
+    const std::vector<int32_t> prompt(30, 1);
+    SamplingParams p;
+    p.max_tokens = 10;
+    EXPECT_TRUE((*core)->validate(prompt, p).is_ok());  // exactly max_model_len
+    p.max_tokens = 11;
+    EXPECT_EQ((*core)->validate(prompt, p).code(), StatusCode::kOutOfRange);
+    p.max_tokens = std::numeric_limits<int32_t>::max();
+    const Status st = (*core)->validate(prompt, p);
+    EXPECT_EQ(st.code(), StatusCode::kOutOfRange);
+    EXPECT_NE(st.message().find("2147483647"), std::string::npos) << st.message();
+    EXPECT_NE(st.message().find("2147483677"), std::string::npos) << st.message();  // the sum, in 64 bits
+    EXPECT_NE(st.message().find("40"), std::string::npos) << st.message();
+    EXPECT_EQ((*core)->validate(std::vector<int32_t>(41, 1), SamplingParams{}).code(),
+              StatusCode::kOutOfRange);
 }
 
 TEST(SchedulerTest, PlanRefusesAMaxModelLenThePoolCannotHold) {
