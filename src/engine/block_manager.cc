@@ -7,15 +7,51 @@
 
 namespace volt::engine {
 
-BlockPool::BlockPool(int64_t num_blocks) : ref_(num_blocks, 0) {
-    free_.reserve(num_blocks);
-    for (int64_t b = num_blocks - 1; b >= 0; --b) free_.push_back(static_cast<int32_t>(b));
+FreeList::FreeList(int64_t n) {
+    free_.reserve(n);
+    for (int64_t i = n - 1; i >= 0; --i) free_.push_back(static_cast<int32_t>(i));
 }
 
-int32_t BlockPool::allocate() {
-    VOLT_CHECK(!free_.empty()) << "no free KV block";
-    const int32_t b = free_.back();
+int32_t FreeList::take() {
+    VOLT_CHECK(!free_.empty()) << "free list is empty";
+    const int32_t id = free_.back();
     free_.pop_back();
+    return id;
+}
+
+void FreeList::give(int32_t id) {
+    if (fence_ < 0) {
+        free_.push_back(id);
+    } else {
+        held_.emplace_back(fence_, id);
+    }
+}
+
+void FreeList::hold_until(int64_t step) {
+    VOLT_CHECK(step >= fence_) << "fence goes back from " << fence_ << " to " << step;
+    fence_ = step;
+}
+
+void FreeList::release_through(int64_t step) {
+    while (!held_.empty() && held_.front().first <= step) {
+        free_.push_back(held_.front().second);
+        held_.pop_front();
+    }
+    if (step >= fence_) fence_ = -1;
+}
+
+std::vector<int32_t> FreeList::held_ids() const {
+    std::vector<int32_t> ids;
+    for (const auto& h : held_) ids.push_back(h.second);
+    return ids;
+}
+
+BlockPool::BlockPool(int64_t num_blocks) : ref_(num_blocks, 0), list_(num_blocks) {}
+
+int32_t BlockPool::allocate() {
+    VOLT_CHECK(list_.num_free() > 0) << "no free KV block";
+    const int32_t b = list_.take();
+    VOLT_CHECK(ref_[b] == 0) << "allocated block " << b << " has ref count " << ref_[b];
     ref_[b] = 1;
     return b;
 }
@@ -27,7 +63,7 @@ void BlockPool::incref(int32_t b) {
 
 void BlockPool::decref(int32_t b) {
     VOLT_CHECK(ref_[b] > 0) << "decref of free block " << b;
-    if (--ref_[b] == 0) free_.push_back(b);
+    if (--ref_[b] == 0) list_.give(b);
 }
 
 BlockManager::BlockManager(int64_t block_size, const int64_t num_blocks[kNumKvGroups], int64_t window,
@@ -49,6 +85,12 @@ int64_t BlockManager::blocks_needed(const SeqBlocks& s, int64_t computed, int64_
 bool BlockManager::can_append(const SeqBlocks& s, int64_t computed, int64_t q) const {
     for (int g = 0; g < kNumKvGroups; ++g)
         if (blocks_needed(s, computed, q, g) > pools_[g].num_free()) return false;
+    return true;
+}
+
+bool BlockManager::can_append_after_release(const SeqBlocks& s, int64_t computed, int64_t q) const {
+    for (int g = 0; g < kNumKvGroups; ++g)
+        if (blocks_needed(s, computed, q, g) > pools_[g].num_free() + pools_[g].num_held()) return false;
     return true;
 }
 
@@ -113,9 +155,28 @@ void BlockManager::free(int32_t slot, SeqBlocks* s, std::vector<BlockTableUpdate
     s->sliding_freed = 0;
 }
 
+void BlockManager::hold_frees(int64_t step) {
+    for (BlockPool& p : pools_) p.list().hold_until(step);
+}
+
+void BlockManager::release_frees(int64_t step) {
+    for (BlockPool& p : pools_) p.list().release_through(step);
+}
+
 Status BlockManager::check(const std::vector<const SeqBlocks*>& all) const {
     for (int g = 0; g < kNumKvGroups; ++g) {
         const BlockPool& p = pools_[g];
+        const std::string name = "KV group " + std::to_string(g);
+        std::vector<int8_t> listed(p.num_total(), 0);
+        for (const std::vector<int32_t>& ids : {p.list().free_ids(), p.list().held_ids()}) {
+            for (int32_t b : ids) {
+                if (b < 0 || b >= p.num_total() || listed[b]++ != 0)
+                    return internal_error(name + ": block " + std::to_string(b) + " listed twice or unknown");
+                if (p.refcount(b) != 0)
+                    return internal_error(name + ": free or held block " + std::to_string(b) +
+                                          " has ref count " + std::to_string(p.refcount(b)));
+            }
+        }
         std::vector<int32_t> refs(p.num_total(), 0);
         for (const SeqBlocks* s : all)
             for (int32_t b : s->table[g])
@@ -128,10 +189,10 @@ Status BlockManager::check(const std::vector<const SeqBlocks*>& all) const {
                                       std::to_string(refs[b]) + " table entries");
             used += refs[b] > 0 ? 1 : 0;
         }
-        if (used + p.num_free() != p.num_total())
-            return internal_error("KV group " + std::to_string(g) + ": used " + std::to_string(used) +
-                                  " + free " + std::to_string(p.num_free()) + " != total " +
-                                  std::to_string(p.num_total()));
+        if (used + p.num_free() + p.num_held() != p.num_total())
+            return internal_error(name + ": used " + std::to_string(used) + " + free " +
+                                  std::to_string(p.num_free()) + " + held " + std::to_string(p.num_held()) +
+                                  " != total " + std::to_string(p.num_total()));
     }
     return Status::ok();
 }

@@ -2,11 +2,15 @@
 // ids and, per sequence, a block table (logical block j holds positions [j * block_size, (j+1) *
 // block_size)). Sliding-window tables free the blocks lying wholly before (computed - window + 1) after
 // every step (entries become -1). Blocks shared after a fork (n > 1) are copied on write. Every table
-// change is logged as a BlockTableUpdate for the executor, naming the sequence's seq_slot. Tests:
-// tests/unit/engine/block_manager_test.cc.
+// change is logged as a BlockTableUpdate for the executor, naming the sequence's seq_slot. With an
+// asynchronous executor (engine/executor.h) a block freed while steps are in flight may still be read by
+// them: it is held back (FreeList's fence) and returns to the free list only when the last step submitted
+// before the free has been collected. Tests: tests/unit/engine/block_manager_test.cc.
 #pragma once
 
 #include <cstdint>
+#include <deque>
+#include <utility>
 #include <vector>
 
 #include "core/status.h"
@@ -14,20 +18,48 @@
 
 namespace volt::engine {
 
-// One group's pool: ids [0, num_blocks), a LIFO free list (deterministic), a ref count per id.
+// Ids [0, n) on a LIFO free list (a fresh list hands out 0, 1, 2, ...: deterministic), with a fence for
+// asynchronous executors: after hold_until(step), an id given back is held until release_through(s) with
+// s >= step, because the steps submitted so far may still read what it names. Used for KV blocks and
+// seq_slots.
+class FreeList {
+  public:
+    explicit FreeList(int64_t n);
+    int64_t num_free() const { return static_cast<int64_t>(free_.size()); }  // can be taken now
+    int64_t num_held() const { return static_cast<int64_t>(held_.size()); }  // given back, not yet free
+    int32_t take();                                                          // precondition: num_free() > 0
+    void give(int32_t id);  // free at once, or held under the fence in force
+    // Step `step` was submitted: ids given back from now on wait for it (fences only grow).
+    void hold_until(int64_t step);
+    // Every step up to `step` was collected: ids held for them are free again (most recently given back
+    // on top). When `step` is the fence, nothing is in flight and later gives are free at once.
+    void release_through(int64_t step);
+    const std::vector<int32_t>& free_ids() const { return free_; }
+    std::vector<int32_t> held_ids() const;
+
+  private:
+    std::vector<int32_t> free_;
+    std::deque<std::pair<int64_t, int32_t>> held_;  // (fence, id), fences non-decreasing
+    int64_t fence_ = -1;                            // -1: no step in flight
+};
+
+// One group's pool: ids [0, num_blocks) on a FreeList, a ref count per id.
 class BlockPool {
   public:
     explicit BlockPool(int64_t num_blocks);
     int64_t num_total() const { return static_cast<int64_t>(ref_.size()); }
-    int64_t num_free() const { return static_cast<int64_t>(free_.size()); }
-    int32_t allocate();  // precondition: num_free() > 0
+    int64_t num_free() const { return list_.num_free(); }
+    int64_t num_held() const { return list_.num_held(); }  // ref count 0, still read by a step in flight
+    int32_t allocate();                                    // precondition: num_free() > 0
     void incref(int32_t b);
-    void decref(int32_t b);  // back to the free list at 0
+    void decref(int32_t b);  // given back to the free list at 0 (held while steps are in flight)
     int32_t refcount(int32_t b) const { return ref_[b]; }
+    FreeList& list() { return list_; }
+    const FreeList& list() const { return list_; }
 
   private:
     std::vector<int32_t> ref_;
-    std::vector<int32_t> free_;
+    FreeList list_;
 };
 
 // The block tables of one sequence.
@@ -50,6 +82,8 @@ class BlockManager {
     // and copy-on-write of shared ones).
     int64_t blocks_needed(const SeqBlocks& s, int64_t computed, int64_t q, int g) const;
     bool can_append(const SeqBlocks& s, int64_t computed, int64_t q) const;
+    // can_append once the blocks held for steps in flight are free again.
+    bool can_append_after_release(const SeqBlocks& s, int64_t computed, int64_t q) const;
     // Allocates for positions [computed, computed + q); precondition can_append.
     void append(int32_t slot, SeqBlocks* s, int64_t computed, int64_t q, std::vector<BlockTableUpdate>* up,
                 std::vector<BlockCopy>* copies);
@@ -61,8 +95,13 @@ class BlockManager {
     // Drops every block of the sequence and its tables.
     void free(int32_t slot, SeqBlocks* s, std::vector<BlockTableUpdate>* up);
 
-    // Free + used = total per group, and every ref count equals the number of table entries naming the
-    // block. kInternal with the first violation.
+    // Steps in flight (FreeList::hold_until / release_through on both pools).
+    void hold_frees(int64_t step);
+    void release_frees(int64_t step);
+
+    // Free + held + used = total per group (no id twice), held and free blocks have ref count 0, and
+    // every ref count equals the number of table entries naming the block. kInternal with the first
+    // violation.
     Status check(const std::vector<const SeqBlocks*>& all) const;
 
   private:

@@ -41,7 +41,9 @@ RequestHandle::RequestHandle(int64_t id, int32_t num_prompt_tokens, int32_t n,
 bool RequestHandle::next(RequestOutput* out, std::chrono::milliseconds timeout) {
     std::unique_lock<std::mutex> l(mu_);
     if (finished_taken_ >= n_) return false;
-    if (!cv_.wait_for(l, timeout, [&] { return !queue_.empty(); })) return false;
+    // A zero timeout polls: no timed wait, which would sleep for the timer slack (tests poll every step).
+    if (timeout.count() <= 0 ? queue_.empty() : !cv_.wait_for(l, timeout, [&] { return !queue_.empty(); }))
+        return false;
     *out = std::move(queue_.front());
     queue_.pop_front();
     if (out->finish != FinishReason::kNone) ++finished_taken_;

@@ -2,7 +2,10 @@
 // thread owns the scheduler, the block manager and the executor; submit() and RequestHandle::abort() go
 // through a mutex-protected queue and each request has its own output channel (DESIGN.md "One request's
 // path"). Executors: executor/cpu_executor.h (the model on the CPU), executor/scripted_executor.h (fixed ids
-// for tests). Tests: tests/unit/engine/engine_test.cc.
+// for tests). With an executor that allows several steps in flight (a GPU), the engine schedules step
+// N + 1 before step N's tokens are known (engine_core.h): deltas are the same, a stop or an abort takes
+// effect one step later inside the engine, and the token the look-ahead computed past it is discarded,
+// never streamed. Tests: tests/unit/engine/engine_test.cc.
 #pragma once
 
 #include <chrono>

@@ -100,8 +100,9 @@ EngineCore::EngineCore(EngineConfig config, KvPlan plan, Executor* executor, con
       plan_(plan),
       executor_(executor),
       info_(info),
+      max_in_flight_(static_cast<size_t>(std::max(1, executor->max_in_flight()))),
       blocks_(config_.block_size, plan_.num_blocks, info.sliding_window, info.has_group),
-      scheduler_({config_.max_num_seqs, config_.max_num_batched_tokens}, &blocks_) {
+      scheduler_({config_.max_num_seqs, config_.max_num_batched_tokens, plan_.max_model_len}, &blocks_) {
     stats_.kv_blocks_total[0] = plan_.num_blocks[0];
     stats_.kv_blocks_total[1] = plan_.num_blocks[1];
 }
@@ -115,11 +116,15 @@ Status EngineCore::validate(const std::vector<int32_t>& prompt, const SamplingPa
     VOLT_RETURN_IF_ERROR(validate_sampling_params(p, config_.vocab_size_real));
     if (p.n > config_.max_num_seqs)
         return invalid_argument("n = " + str(p.n) + " is over max_num_seqs " + str(config_.max_num_seqs));
-    const int64_t total = static_cast<int64_t>(prompt.size()) + p.max_tokens;
-    if (total > plan_.max_model_len)
-        return out_of_range("prompt (" + str(static_cast<int64_t>(prompt.size())) +
-                            " tokens) + max_tokens (" + str(p.max_tokens) + ") = " + str(total) +
+    // Compared without forming the sum, which could overflow for a huge max_tokens.
+    const auto num_prompt = static_cast<int64_t>(prompt.size());
+    const int64_t max_tokens = p.max_tokens;
+    if (num_prompt > plan_.max_model_len || max_tokens > plan_.max_model_len - num_prompt) {
+        const bool sum_fits = max_tokens <= std::numeric_limits<int64_t>::max() - num_prompt;
+        return out_of_range("prompt (" + str(num_prompt) + " tokens) + max_tokens (" + str(max_tokens) + ")" +
+                            (sum_fits ? " = " + str(num_prompt + max_tokens) : std::string()) +
                             " is over max_model_len " + str(plan_.max_model_len));
+    }
     return Status::ok();
 }
 
@@ -157,6 +162,10 @@ void EngineCore::abort_request(Request* r) {
 
 void EngineCore::abort_all() {
     while (!requests_.empty()) abort_request(requests_.begin()->second.get());
+    // The steps in flight may still read the freed blocks: wait for them (their rows name no live
+    // sequence now). A failing executor's errors change nothing here: everything is aborted already.
+    while (!in_flight_.empty()) (void)collect_step();
+    dead_.clear();
 }
 
 void EngineCore::finish_seq(Sequence* s) {
@@ -206,7 +215,13 @@ void EngineCore::build_batch(const std::vector<ScheduledSeq>& sched) {
         const int64_t c = s->num_computed, q = sched[i].num_new;
         const auto start = static_cast<int32_t>(b.token_ids.size());
         for (int64_t p = c; p < c + q; ++p) {
-            b.token_ids.push_back(s->token_at(p));
+            if (p < s->num_tokens()) {
+                b.token_ids.push_back(s->token_at(p));
+            } else {  // the pending token, drawn by the previous step (Scheduler::ready_tokens)
+                VOLT_CHECK(p == s->num_tokens() && s->num_pending == 1) << "sequence " << s->id;
+                b.deferred.push_back({static_cast<int32_t>(b.token_ids.size()), s->slot});
+                b.token_ids.push_back(-1);
+            }
             b.positions.push_back(static_cast<int32_t>(p));
             for (int g = 0; g < kNumKvGroups; ++g)
                 b.slot_mapping[g].push_back(blocks_.has_group(g) ? s->blocks.table[g][p / bs] * bs + p % bs
@@ -216,11 +231,13 @@ void EngineCore::build_batch(const std::vector<ScheduledSeq>& sched) {
         b.context_lens.push_back(static_cast<int32_t>(c + q));
         b.seq_slots.push_back(s->slot);
         b.request_index.push_back(r->index);
-        b.sampling.push_back({&r->params, r->prompt.get(), &s->output});
+        b.sampling.push_back({&r->params, r->prompt.get(), &s->output, s->num_pending > 0});
         const auto seq = static_cast<int32_t>(i);
-        if (r->params.prompt_logprobs >= 0 && !r->first_delta_sent) {
-            const int64_t lo = std::max<int64_t>(c, static_cast<int64_t>(r->prompt_logprobs.size()));
+        if (r->params.prompt_logprobs >= 0) {
+            // Rows asked before (by a step still in flight, or before a preemption) are not asked again.
+            const int64_t lo = std::max<int64_t>(c, s->req->prompt_logprobs_asked);
             const int64_t hi = std::min<int64_t>(c + q, s->num_prompt() - 1);
+            s->req->prompt_logprobs_asked = std::max(s->req->prompt_logprobs_asked, hi);
             for (int64_t p = lo; p < hi; ++p) {
                 LogitsRow row;
                 row.row = start + static_cast<int32_t>(p - c);
@@ -230,14 +247,17 @@ void EngineCore::build_batch(const std::vector<ScheduledSeq>& sched) {
                 b.logits_rows.push_back(row);
             }
         }
-        if (c + q == s->num_tokens()) {
+        if (c + q == s->num_tokens_with_pending()) {
             for (int32_t k = 0; k <= s->pending_forks; ++k) {
                 LogitsRow row;
                 row.row = start + static_cast<int32_t>(q - 1);
                 row.seq = seq;
                 row.seed = r->seed + static_cast<uint64_t>(s->choice + k);
-                row.output_index = static_cast<int64_t>(s->output.size());
+                row.output_index = static_cast<int64_t>(s->output.size()) + s->num_pending;
                 row.num_logprobs = r->params.logprobs;
+                // The next step may decode this draw before it is collected (a sequence with choices
+                // left to fork never is: its forks happen at collect).
+                row.feeds_slot = max_in_flight_ > 1 && s->pending_forks == 0;
                 b.logits_rows.push_back(row);
             }
         }
@@ -251,62 +271,112 @@ Result<bool> EngineCore::step() {
         if (r->handle->aborted()) aborted.push_back(r.get());
     for (Request* r : aborted) abort_request(r);
 
-    batch_.clear();
-    std::vector<ScheduledSeq> sched = scheduler_.schedule(&pending_updates_, &batch_.copies);
-    if (sched.empty()) {
-        VOLT_CHECK(scheduler_.running().empty() && scheduler_.waiting().empty())
-            << "sequences wait but none can be scheduled";
-        return false;
+    bool submitted = false;
+    if (in_flight_.size() < max_in_flight_) {
+        VOLT_ASSIGN_OR_RETURN(submitted, submit_step());
     }
+    if (in_flight_.empty() || (submitted && in_flight_.size() < max_in_flight_)) {
+        VOLT_CHECK(submitted || (scheduler_.running().empty() && scheduler_.waiting().empty()))
+            << "sequences wait but none can be scheduled";
+        return submitted;
+    }
+    VOLT_RETURN_IF_ERROR(collect_step());
+    return true;
+}
+
+Result<bool> EngineCore::submit_step() {
+    batch_.clear();
+    const int64_t prev_step = in_flight_.empty() ? -1 : in_flight_.back().step;
+    std::vector<ScheduledSeq> sched = scheduler_.schedule(prev_step, &pending_updates_, &batch_.copies);
+    if (sched.empty()) return false;
     batch_.table_updates.swap(pending_updates_);
     pending_updates_.clear();
     build_batch(sched);
-    result_.tokens.clear();
-    result_.logprobs.clear();
-    VOLT_RETURN_IF_ERROR(executor_->execute(batch_, &result_));
-    VOLT_CHECK_EQ(result_.tokens.size(), batch_.logits_rows.size());
-    const bool have_lp = !result_.logprobs.empty();
-    VOLT_CHECK(!have_lp || result_.logprobs.size() == batch_.logits_rows.size()) << "logprobs per logits row";
-
+    VOLT_ASSIGN_OR_RETURN(StepHandle handle, executor_->submit(batch_));
+    InFlight f;
+    f.handle = handle;
+    f.step = next_step_++;
+    f.rows = batch_.logits_rows;
+    // Whatever is freed from now on may be read by this step.
+    scheduler_.hold_frees(f.step);
     size_t r = 0;
-    std::vector<int64_t> touched;  // request indices that drew tokens
     for (size_t i = 0; i < sched.size(); ++i) {
         Sequence* s = sched[i].seq;
-        Request* req = s->req;
         const int64_t c = s->num_computed, q = sched[i].num_new;
         s->num_computed += q;
         stats_.prompt_tokens += std::max<int64_t>(0, std::min(c + q, s->num_prompt()) - c);
-        for (; r < batch_.logits_rows.size() && batch_.logits_rows[r].seq == static_cast<int32_t>(i) &&
-               batch_.logits_rows[r].target >= 0;
-             ++r) {
+        const size_t first = r;
+        bool samples = false;
+        for (; r < f.rows.size() && f.rows[r].seq == static_cast<int32_t>(i); ++r)
+            samples = samples || f.rows[r].target < 0;
+        if (samples) {
+            ++s->num_pending;
+            s->pending_step = f.step;
+        }
+        f.seqs.push_back({s->id, static_cast<int32_t>(r - first)});
+        blocks_.free_outside_window(s->slot, &s->blocks, s->num_computed, &pending_updates_);
+    }
+    in_flight_.push_back(std::move(f));
+    ++stats_.num_steps;
+    return true;
+}
+
+Status EngineCore::collect_step() {
+    const InFlight f = std::move(in_flight_.front());
+    in_flight_.pop_front();
+    result_.tokens.clear();
+    result_.logprobs.clear();
+    const Status collected = executor_->collect(f.handle, &result_);
+    // The step read nothing after this: what was freed for it may be handed out again.
+    scheduler_.release_frees(f.step);
+    VOLT_RETURN_IF_ERROR(collected);
+    VOLT_CHECK_EQ(result_.tokens.size(), f.rows.size());
+    const bool have_lp = !result_.logprobs.empty();
+    VOLT_CHECK(!have_lp || result_.logprobs.size() == f.rows.size()) << "logprobs per logits row";
+
+    size_t end = 0;
+    std::vector<int64_t> touched;  // request indices that drew tokens
+    for (const InFlight::Seq& e : f.seqs) {
+        size_t r = end;
+        end += static_cast<size_t>(e.num_rows);
+        auto it = seqs_.find(e.id);
+        // Finished since submit (a stop applied one step late: this row is the discarded extra one) or
+        // aborted: its rows are ignored.
+        if (it == seqs_.end()) continue;
+        Sequence* s = it->second.get();
+        Request* req = s->req;
+        for (; r < end && f.rows[r].target >= 0; ++r) {
             VOLT_CHECK(have_lp) << "the executor returned no logprobs for a prompt row";
             req->prompt_logprobs.push_back(std::move(result_.logprobs[r]));
         }
-        const size_t first = r;
-        while (r < batch_.logits_rows.size() && batch_.logits_rows[r].seq == static_cast<int32_t>(i)) ++r;
-        blocks_.free_outside_window(s->slot, &s->blocks, s->num_computed, &pending_updates_);
-        if (first == r) continue;
+        if (r == end) continue;
+        VOLT_CHECK(s->num_pending > 0) << "sequence " << s->id << " draws a token it did not wait for";
+        if (--s->num_pending == 0) s->pending_step = -1;
         // The prompt is done: fork the other choices (they share every block), then append each draw.
+        // A parent preempted while this step was in flight forks children that recompute from scratch.
         std::vector<Sequence*> takers{s};
         for (int32_t k = 1; k <= s->pending_forks; ++k) {
             auto child = std::make_unique<Sequence>();
             child->id = next_seq_++;
             child->req = req;
             child->choice = k;
-            child->num_computed = s->num_computed;
-            scheduler_.add_running(child.get());  // takes the child's seq_slot
-            blocks_.fork(s->blocks, child->slot, &child->blocks, &pending_updates_);
+            if (s->slot >= 0) {
+                child->num_computed = s->num_computed;
+                scheduler_.add_running(child.get());  // takes the child's seq_slot
+                blocks_.fork(s->blocks, child->slot, &child->blocks, &pending_updates_);
+            } else {
+                scheduler_.add_waiting(child.get());
+            }
             req->seqs.push_back(child.get());
             takers.push_back(child.get());
             seqs_[child->id] = std::move(child);
         }
         s->pending_forks = 0;
-        VOLT_CHECK_EQ(takers.size(), r - first);
+        VOLT_CHECK_EQ(takers.size(), end - r);
         for (size_t k = 0; k < takers.size(); ++k) {
-            const size_t row = first + k;
+            const size_t row = r + k;
             TokenLogprob* lp = have_lp ? &result_.logprobs[row] : nullptr;
-            append_token(takers[k], result_.tokens[row], lp,
-                         have_lp && batch_.logits_rows[row].num_logprobs >= 0);
+            append_token(takers[k], result_.tokens[row], lp, have_lp && f.rows[row].num_logprobs >= 0);
         }
         touched.push_back(req->index);
     }
@@ -319,8 +389,7 @@ Result<bool> EngineCore::step() {
         ++stats_.requests_finished;
         requests_.erase(it);
     }
-    ++stats_.num_steps;
-    return true;
+    return Status::ok();
 }
 
 int64_t EngineCore::num_waiting_requests() const { return static_cast<int64_t>(scheduler_.waiting().size()); }
@@ -330,7 +399,7 @@ EngineStats EngineCore::stats() const {
     st.num_running_seqs = static_cast<int64_t>(scheduler_.running().size());
     st.num_waiting_seqs = static_cast<int64_t>(scheduler_.waiting().size());
     st.num_preemptions = scheduler_.num_preemptions();
-    for (int g = 0; g < kNumKvGroups; ++g)
+    for (int g = 0; g < kNumKvGroups; ++g)  // blocks held for steps in flight are not free yet
         st.kv_blocks_used[g] = blocks_.pool(g).num_total() - blocks_.pool(g).num_free();
     return st;
 }
@@ -339,12 +408,30 @@ Status EngineCore::check_invariants() const {
     std::vector<const SeqBlocks*> all;
     for (const auto& [id, s] : seqs_) all.push_back(&s->blocks);
     VOLT_RETURN_IF_ERROR(blocks_.check(all));
+    VOLT_RETURN_IF_ERROR(scheduler_.check_slots());
+    const auto in_flight = static_cast<int64_t>(in_flight_.size());
+    int64_t seats = scheduler_.num_held_slots();
+    for (const auto& [id, s] : seqs_) {
+        if (s->num_pending < 0 || s->num_pending > in_flight ||
+            (s->num_pending > 0) != (s->pending_step >= 0))
+            return internal_error("sequence " + str(s->id) + " has " + str(s->num_pending) +
+                                  " pending tokens (pending step " + str(s->pending_step) + ") with " +
+                                  str(in_flight) + " steps in flight");
+    }
     for (const Sequence* s : scheduler_.waiting())
         if (!s->blocks.table[0].empty() || !s->blocks.table[1].empty() || s->num_computed != 0)
             return internal_error("waiting sequence " + str(s->id) + " holds blocks");
     for (const Sequence* s : scheduler_.running()) {
-        if (s->num_computed >= s->num_tokens())
+        seats += 1 + s->pending_forks;
+        if (s->num_computed >= s->num_tokens() && s->num_pending == 0)
             return internal_error("running sequence " + str(s->id) + " has nothing left to compute");
+        // Only the last pending token is not computed yet: a sequence is scheduled with a pending token
+        // only after computing every known one (a preempted one waits until its token is known).
+        const int64_t computable = s->num_tokens_with_pending() - (s->num_pending > 0 ? 1 : 0);
+        if (s->num_computed > computable || (s->num_pending > 0 && s->num_computed != computable))
+            return internal_error("running sequence " + str(s->id) + " computed " + str(s->num_computed) +
+                                  " of " + str(s->num_tokens()) + " tokens with " + str(s->num_pending) +
+                                  " pending");
         if (blocks_.has_group(1) && info_.sliding_window > 0) {
             int64_t held = 0;
             for (int32_t b : s->blocks.table[1]) held += b >= 0 ? 1 : 0;
@@ -354,8 +441,10 @@ Status EngineCore::check_invariants() const {
                                       " sliding blocks between steps, over " + str(bound));
         }
     }
-    if (static_cast<int64_t>(scheduler_.running().size()) > config_.max_num_seqs)
-        return internal_error("running sequences over max_num_seqs");
+    // Held slots count as taken, so that the forks still to come find a slot.
+    if (seats > config_.max_num_seqs)
+        return internal_error("running sequences, their forks to come and held slots take " + str(seats) +
+                              " seats, over max_num_seqs " + str(config_.max_num_seqs));
     if (all.size() != scheduler_.running().size() + scheduler_.waiting().size())
         return internal_error("sequences neither running nor waiting");
     return Status::ok();

@@ -1,12 +1,23 @@
 // The engine's step loop without its thread: plans the KV pool, takes requests, and per step
-// (1) frees aborted requests, (2) schedules, (3) builds the StepBatch, (4) executes it, (5) appends
-// sampled tokens, applies token-level stops (stop ids, EOS unless ignore_eos, max_tokens,
-// max_model_len), forks n > 1 choices, pushes deltas to the handles and frees finished sequences and
-// sliding blocks outside the window. Engine (engine.h) runs it on its own thread; tests drive it
-// directly and check the block invariants after every step (tests/unit/engine/*_test.cc).
+// (1) frees aborted requests, (2) schedules, (3) builds the StepBatch, (4) submits it to the executor,
+// (5) collects a step's results: appends sampled tokens, applies token-level stops (stop ids, EOS
+// unless ignore_eos, max_tokens, max_model_len), forks n > 1 choices, pushes deltas to the handles and
+// frees finished sequences. Engine (engine.h) runs it on its own thread; tests drive it directly and
+// check the invariants after every step (tests/unit/engine/*_test.cc).
+//
+// Look-ahead: up to executor->max_in_flight() steps are in flight. step() submits a new step while
+// fewer are in flight, and collects the oldest when the pipe is full or nothing new could be scheduled
+// (max_in_flight 1: submit then collect, the synchronous engine). A step's bookkeeping happens at
+// submit: num_computed advances, sliding blocks outside the window are freed, and each sampling row
+// leaves its sequence one pending token, which the next step may already decode (DeferredToken; see
+// scheduler.h for when). Stops apply one step late: a sequence ended by the token collected from step
+// N is finished then, and the row the look-ahead computed for it in step N + 1 is discarded when N + 1
+// is collected (rows of finished or aborted sequences are ignored). Blocks and slots freed while steps
+// are in flight are held until those steps are collected (FreeList in block_manager.h).
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <vector>
@@ -41,12 +52,16 @@ class EngineCore {
     // Takes a validated request; `seed` is params.seed or one drawn by the caller.
     void add_request(std::shared_ptr<RequestHandle> handle, std::vector<int32_t> prompt,
                      SamplingParams params, uint64_t seed);
-    // One step; false when there was nothing to run. Executor errors are returned (the caller aborts).
+    // Submits a step and/or collects one (see the top of this file); false when there was nothing to
+    // do. Executor errors are returned (the caller aborts: abort_all).
     Result<bool> step();
-    // Aborts every request (kAbort deltas).
+    // Aborts every request (kAbort deltas), then collects every step in flight (results ignored) so
+    // that all blocks and slots are free again.
     void abort_all();
 
-    bool has_requests() const { return !requests_.empty(); }
+    // Requests not finished yet, or steps in flight to collect: step() has work.
+    bool has_requests() const { return !requests_.empty() || !in_flight_.empty(); }
+    int64_t num_in_flight() const { return static_cast<int64_t>(in_flight_.size()); }
     int64_t num_waiting_requests() const;
     EngineStats stats() const;
     Status check_invariants() const;
@@ -56,16 +71,33 @@ class EngineCore {
     const BlockManager& blocks() const { return blocks_; }
 
   private:
+    // A submitted step, until it is collected.
+    struct InFlight {
+        struct Seq {
+            int64_t id;        // Sequence::id (looked up at collect: it may have finished or been aborted)
+            int32_t num_rows;  // its logits rows (prompt rows first, then sample rows)
+        };
+        StepHandle handle;
+        int64_t step = 0;  // engine step id (fences of the held blocks and slots)
+        std::vector<Seq> seqs;
+        std::vector<LogitsRow> rows;  // the batch's logits rows
+    };
+
     EngineCore(EngineConfig config, KvPlan plan, Executor* executor, const ExecutorInfo& info);
     void abort_request(Request* r);
-    void finish_seq(Sequence* s);  // frees its blocks; forgotten at the end of the step
+    void finish_seq(Sequence* s);  // frees its blocks; forgotten at the end of the collect
     void append_token(Sequence* s, int32_t token, TokenLogprob* lp, bool has_lp);
     void build_batch(const std::vector<ScheduledSeq>& sched);
+    // Schedules, builds and submits a step; false when nothing could be scheduled.
+    Result<bool> submit_step();
+    // Collects the oldest step in flight and applies its results.
+    Status collect_step();
 
     EngineConfig config_;
     KvPlan plan_;
     Executor* executor_;
     ExecutorInfo info_;
+    size_t max_in_flight_;
     BlockManager blocks_;
     Scheduler scheduler_;
     std::map<int64_t, std::unique_ptr<Request>> requests_;
@@ -73,6 +105,8 @@ class EngineCore {
     int64_t next_request_ = 0, next_seq_ = 0;
     std::vector<int64_t> dead_;  // sequences finished this step
     std::vector<BlockTableUpdate> pending_updates_;
+    std::deque<InFlight> in_flight_;  // oldest first
+    int64_t next_step_ = 0;
     StepBatch batch_;
     StepResult result_;
     EngineStats stats_;

@@ -1,6 +1,7 @@
 #include "engine/scheduler.h"
 
 #include <algorithm>
+#include <string>
 
 #include "core/check.h"
 
@@ -11,20 +12,40 @@ bool before(const Sequence* a, const Sequence* b) {
 }
 }  // namespace
 
-Scheduler::Scheduler(SchedulerConfig config, BlockManager* blocks) : config_(config), blocks_(blocks) {
-    for (int64_t i = config_.max_num_seqs - 1; i >= 0; --i) free_slots_.push_back(static_cast<int32_t>(i));
-}
+Scheduler::Scheduler(SchedulerConfig config, BlockManager* blocks)
+    : config_(config), blocks_(blocks), free_slots_(config.max_num_seqs) {}
 
 void Scheduler::take_slot(Sequence* s) {
-    VOLT_CHECK(s->slot < 0 && !free_slots_.empty()) << "no seq_slot for sequence " << s->id;
-    s->slot = free_slots_.back();
-    free_slots_.pop_back();
+    VOLT_CHECK(s->slot < 0 && free_slots_.num_free() > 0) << "no seq_slot for sequence " << s->id;
+    s->slot = free_slots_.take();
 }
 
 void Scheduler::release_slot(Sequence* s) {
     if (s->slot < 0) return;
-    free_slots_.push_back(s->slot);
+    free_slots_.give(s->slot);
     s->slot = -1;
+}
+
+void Scheduler::hold_frees(int64_t step) {
+    free_slots_.hold_until(step);
+    blocks_->hold_frees(step);
+}
+
+void Scheduler::release_frees(int64_t step) {
+    free_slots_.release_through(step);
+    blocks_->release_frees(step);
+}
+
+int64_t Scheduler::ready_tokens(const Sequence* s, int64_t prev_step) const {
+    if (s->num_pending == 0) return s->num_tokens() - s->num_computed;
+    // A look-ahead decode of the pending token: only one pending token, drawn by the step just before
+    // (the executor resolves DeferredToken from that step alone), no forks left to make (they happen at
+    // collect) and an outcome not known in advance (the pending token ends the sequence by length: an
+    // extra step would be computed only to be discarded).
+    if (s->slot < 0 || s->num_pending > 1 || s->pending_step != prev_step || s->pending_forks > 0) return 0;
+    if (static_cast<int64_t>(s->output.size()) + 1 >= s->req->params.max_tokens) return 0;
+    if (config_.max_model_len > 0 && s->num_tokens_with_pending() >= config_.max_model_len) return 0;
+    return s->num_tokens_with_pending() - s->num_computed;
 }
 
 void Scheduler::add_waiting(Sequence* s) {
@@ -44,17 +65,28 @@ void Scheduler::preempt(Sequence* s, std::vector<BlockTableUpdate>* up) {
     add_waiting(s);
 }
 
-std::vector<ScheduledSeq> Scheduler::schedule(std::vector<BlockTableUpdate>* up,
+std::vector<ScheduledSeq> Scheduler::schedule(int64_t prev_step, std::vector<BlockTableUpdate>* up,
                                               std::vector<BlockCopy>* copies) {
     std::vector<ScheduledSeq> out;
     int64_t budget = config_.max_num_batched_tokens;
-    bool preempted = false;
+    bool preempted = false, stalled = false;
     for (size_t i = 0; i < running_.size() && budget > 0;) {
         Sequence* s = running_[i];
-        const int64_t q = std::min(s->num_tokens() - s->num_computed, budget);
-        VOLT_CHECK(q > 0) << "running sequence " << s->id << " has nothing to compute";
+        const int64_t ready = ready_tokens(s, prev_step);
+        if (ready == 0) {  // its pending token comes at the next collect
+            VOLT_CHECK(s->num_pending > 0) << "running sequence " << s->id << " has nothing to compute";
+            ++i;
+            continue;
+        }
+        const int64_t q = std::min(ready, budget);
         bool self_preempted = false;
         while (!blocks_->can_append(s->blocks, s->num_computed, q)) {
+            // Blocks held for steps in flight come back at the next collect: wait for them rather than
+            // preempt more (and admit nobody meanwhile, so that s gets them).
+            if (blocks_->can_append_after_release(s->blocks, s->num_computed, q)) {
+                stalled = true;
+                break;
+            }
             Sequence* victim = running_.back();
             running_.pop_back();
             preempt(victim, up);
@@ -64,18 +96,20 @@ std::vector<ScheduledSeq> Scheduler::schedule(std::vector<BlockTableUpdate>* up,
                 break;
             }
         }
-        if (self_preempted) break;
+        if (self_preempted || stalled) break;
         blocks_->append(s->slot, &s->blocks, s->num_computed, q, up, copies);
         out.push_back({s, q});
         budget -= q;
         ++i;
     }
-    if (preempted) return out;
-    // A sequence whose choices have not forked yet counts for all of them.
-    int64_t seats = 0;
+    if (preempted || stalled) return out;
+    // A sequence whose choices have not forked yet counts for all of them, and a slot held for a step
+    // in flight is not free yet: the forks at collect always find a slot.
+    int64_t seats = free_slots_.num_held();
     for (const Sequence* s : running_) seats += 1 + s->pending_forks;
     while (!waiting_.empty() && budget > 0) {
         Sequence* s = waiting_.front();
+        if (s->num_pending > 0) break;  // preempted with its token in flight: recomputed once it is known
         if (seats + 1 + s->pending_forks > config_.max_num_seqs) break;
         const int64_t q = std::min(s->num_tokens() - s->num_computed, budget);
         if (!blocks_->can_append(s->blocks, s->num_computed, q)) break;
@@ -87,6 +121,29 @@ std::vector<ScheduledSeq> Scheduler::schedule(std::vector<BlockTableUpdate>* up,
         seats += 1 + s->pending_forks;
     }
     return out;
+}
+
+Status Scheduler::check_slots() const {
+    const int64_t n = config_.max_num_seqs;
+    std::vector<int8_t> seen(n, 0);
+    auto mark = [&](int32_t slot, const char* what) -> Status {
+        if (slot < 0 || slot >= n || seen[slot]++ != 0)
+            return internal_error(std::string(what) + " seq_slot " + std::to_string(slot) +
+                                  " is out of range or taken twice");
+        return Status::ok();
+    };
+    for (int32_t slot : free_slots_.free_ids()) VOLT_RETURN_IF_ERROR(mark(slot, "free"));
+    for (int32_t slot : free_slots_.held_ids()) VOLT_RETURN_IF_ERROR(mark(slot, "held"));
+    for (const Sequence* s : running_) VOLT_RETURN_IF_ERROR(mark(s->slot, "running"));
+    for (const Sequence* s : waiting_)
+        if (s->slot >= 0)
+            return internal_error("waiting sequence " + std::to_string(s->id) + " holds a slot");
+    const int64_t total =
+        free_slots_.num_free() + free_slots_.num_held() + static_cast<int64_t>(running_.size());
+    if (total != n)
+        return internal_error("free + held + running seq_slots = " + std::to_string(total) +
+                              " != max_num_seqs " + std::to_string(n));
+    return Status::ok();
 }
 
 void Scheduler::remove(Sequence* s, std::vector<BlockTableUpdate>* up) {

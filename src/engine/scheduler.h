@@ -4,7 +4,19 @@
 // freed, recomputed later from its prompt + output); if nothing was preempted, waiting sequences join
 // in arrival order (no skipping) within max_num_seqs. Oldest-first service and newest-first preemption
 // mean the oldest sequence always progresses: no deadlock, no starvation, provided one sequence of
-// max_model_len fits the pool alone (checked at start). Tests: tests/unit/engine/scheduler_test.cc.
+// max_model_len fits the pool alone (checked at start).
+//
+// Look-ahead (an executor with max_in_flight > 1, engine/executor.h): a step's bookkeeping is done when
+// it is submitted, so a sequence whose sampling row is in flight has a *pending* token (value unknown
+// until collect). It may take its next decode in the very next step (the row's token is deferred: the
+// executor reads the draw itself) unless its outcome is known in advance (the pending token is its
+// max_tokens-th or reaches max_model_len: no extra step), it still has n > 1 choices to fork, or its
+// pending token is older than the previous step; otherwise it sits out until the token is collected.
+// Blocks and seq_slots freed while steps are in flight are held (FreeList) until those steps are
+// collected: when the blocks a sequence needs are only held, the step stops there and waits for them
+// rather than preempting more; held slots count as occupied at admission, so a fork at collect always
+// finds a slot; a preempted sequence with a pending token is not re-admitted until the token is known.
+// Tests: tests/unit/engine/scheduler_test.cc.
 #pragma once
 
 #include <cstdint>
@@ -27,6 +39,7 @@ struct Request {
     uint64_t seed = 0;  // params.seed or a drawn one; choice c draws from stream seed + c
     std::shared_ptr<const std::vector<int32_t>> prompt;
     std::vector<TokenLogprob> prompt_logprobs;  // collected as prompt rows are computed
+    int64_t prompt_logprobs_asked = 0;          // prompt rows [0, this) were submitted (never asked twice)
     bool first_delta_sent = false;
     int32_t num_finished = 0;
     std::vector<Sequence*> seqs;  // live sequences
@@ -36,14 +49,17 @@ struct Sequence {
     int64_t id = 0;
     Request* req = nullptr;
     int32_t choice = 0;
-    int32_t pending_forks = 0;  // n - 1 until the prompt is done and the choices fork
-    std::vector<int32_t> output;
-    int64_t num_computed = 0;  // tokens whose KV is in the cache
-    int32_t slot = -1;         // seq_slot in [0, max_num_seqs) while running, else -1
+    int32_t pending_forks = 0;    // n - 1 until the prompt is done and the choices fork
+    std::vector<int32_t> output;  // tokens collected so far
+    int32_t num_pending = 0;      // drawn by steps in flight, not collected yet (they follow output)
+    int64_t pending_step = -1;    // the step that draws the last pending token
+    int64_t num_computed = 0;     // tokens whose KV is in the cache, or written by a step in flight
+    int32_t slot = -1;            // seq_slot in [0, max_num_seqs) while running, else -1
     SeqBlocks blocks;
 
     int64_t num_prompt() const { return static_cast<int64_t>(req->prompt->size()); }
     int64_t num_tokens() const { return num_prompt() + static_cast<int64_t>(output.size()); }
+    int64_t num_tokens_with_pending() const { return num_tokens() + num_pending; }
     int32_t token_at(int64_t i) const {
         return i < num_prompt() ? (*req->prompt)[i] : output[i - num_prompt()];
     }
@@ -57,6 +73,7 @@ struct ScheduledSeq {
 struct SchedulerConfig {
     int64_t max_num_seqs = 256;
     int64_t max_num_batched_tokens = 2048;
+    int64_t max_model_len = 0;  // 0: no limit (the look-ahead stops before it)
 };
 
 class Scheduler {
@@ -68,13 +85,27 @@ class Scheduler {
     // its blocks.
     void add_running(Sequence* s);
     // Picks this step's sequences and allocates their blocks; logs table updates and copies.
-    std::vector<ScheduledSeq> schedule(std::vector<BlockTableUpdate>* up, std::vector<BlockCopy>* copies);
+    // prev_step: the id of the last submitted step while it is in flight, else -1 (only its pending
+    // tokens may be deferred into this step).
+    std::vector<ScheduledSeq> schedule(int64_t prev_step, std::vector<BlockTableUpdate>* up,
+                                       std::vector<BlockCopy>* copies);
     // Finished or aborted: frees its blocks and forgets it.
     void remove(Sequence* s, std::vector<BlockTableUpdate>* up);
+    // Tokens s could compute in a step after prev_step (schedule's argument); 0: it waits for a
+    // pending token.
+    int64_t ready_tokens(const Sequence* s, int64_t prev_step) const;
+
+    // Step `step` was submitted: blocks and slots freed from now on are held until it is collected.
+    void hold_frees(int64_t step);
+    // Steps up to `step` were collected: what was held for them is free again.
+    void release_frees(int64_t step);
 
     const std::deque<Sequence*>& running() const { return running_; }
     const std::deque<Sequence*>& waiting() const { return waiting_; }
     int64_t num_preemptions() const { return num_preemptions_; }
+    int64_t num_held_slots() const { return free_slots_.num_held(); }
+    // Running sequences hold distinct slots, waiting ones none; free + held + running = max_num_seqs.
+    Status check_slots() const;
 
   private:
     void preempt(Sequence* s, std::vector<BlockTableUpdate>* up);
@@ -84,7 +115,7 @@ class Scheduler {
     SchedulerConfig config_;
     BlockManager* blocks_;
     std::deque<Sequence*> running_, waiting_;
-    std::vector<int32_t> free_slots_;  // LIFO, lowest slot on top first
+    FreeList free_slots_;
     int64_t num_preemptions_ = 0;
 };
 

@@ -18,6 +18,9 @@ class SyncExecutor : public engine::Executor {
     explicit SyncExecutor(int max_in_flight = 1) : max_in_flight_(max_in_flight) {}
 
     int max_in_flight() const override { return max_in_flight_; }
+    // Makes any one-call executor a delayed one (the engine tests run CpuExecutor and ScriptedExecutor
+    // with 2). Call before the engine is created: EngineCore reads max_in_flight() once.
+    void set_max_in_flight(int n) { max_in_flight_ = n; }
     Result<engine::StepHandle> submit(const engine::StepBatch& batch) final;
     Status collect(engine::StepHandle handle, engine::StepResult* result) final;
 

@@ -74,6 +74,49 @@ TEST(BlockManagerTest, ForkSharesAndCopiesOnWrite) {
     EXPECT_TRUE(bm.check({}).is_ok());
 }
 
+TEST(BlockManagerTest, FreeListHoldsWhatStepsInFlightMayRead) {
+    FreeList l(3);
+    EXPECT_EQ(l.take(), 0);
+    EXPECT_EQ(l.take(), 1);
+    l.give(0);  // nothing in flight: free at once
+    EXPECT_EQ(l.num_free(), 2);
+    l.hold_until(5);  // step 5 submitted
+    l.give(1);
+    l.hold_until(6);  // step 6 submitted
+    EXPECT_EQ(l.take(), 0);
+    l.give(0);
+    EXPECT_EQ(l.num_free(), 1);
+    EXPECT_EQ(l.num_held(), 2);
+    EXPECT_EQ(l.held_ids(), (std::vector<int32_t>{1, 0}));
+    l.release_through(5);  // step 5 collected: 1 is free again, 0 waits for step 6
+    EXPECT_EQ(l.free_ids(), (std::vector<int32_t>{2, 1}));
+    EXPECT_EQ(l.held_ids(), (std::vector<int32_t>{0}));
+    EXPECT_EQ(l.take(), 1);
+    l.release_through(6);  // nothing in flight: later gives are free at once
+    EXPECT_EQ(l.num_held(), 0);
+    l.give(1);
+    EXPECT_EQ(l.free_ids(), (std::vector<int32_t>{2, 0, 1}));
+}
+
+TEST(BlockManagerTest, BlocksFreedWithStepsInFlightAreHeldAndCounted) {
+    const int64_t n[2] = {4, 4};
+    BlockManager bm(kBs, n, kWindow, kBoth);
+    SeqBlocks a, b;
+    std::vector<BlockTableUpdate> up;
+    std::vector<BlockCopy> cp;
+    bm.append(0, &a, 0, 8, &up, &cp);  // 2 blocks per group
+    bm.hold_frees(0);
+    bm.free(0, &a, &up);
+    EXPECT_EQ(bm.pool(0).num_free(), 2);
+    EXPECT_EQ(bm.pool(0).num_held(), 2);
+    ASSERT_TRUE(bm.check({&a}).is_ok());  // free + held + used = total
+    EXPECT_FALSE(bm.can_append(b, 0, 12));
+    EXPECT_TRUE(bm.can_append_after_release(b, 0, 12));
+    bm.release_frees(0);
+    EXPECT_TRUE(bm.can_append(b, 0, 12));
+    EXPECT_TRUE(bm.check({&a, &b}).is_ok());
+}
+
 TEST(BlockManagerTest, RandomWorkloadKeepsInvariants) {
     const int64_t n[2] = {64, 40};
     BlockManager bm(kBs, n, kWindow, kBoth);

@@ -2,7 +2,9 @@
 // of 32 interleaved requests equal each request run alone; forced preemption changes nothing; seeded
 // sampling is the same in any batch; the n choices of one request equal n requests with seeds
 // seed + choice; prompt logprobs with chunk sizes 1 ... 2048 over prompts many windows long equal
-// log_softmax of the logits of one contiguous-cache forward pass; the threaded Engine API.
+// log_softmax of the logits of one contiguous-cache forward pass; the threaded Engine API. The
+// PipelinedEngineTest runs repeat the important ones with the engine's look-ahead (a delayed executor:
+// CpuExecutor with max_in_flight 2 or 3) and assert outputs identical to the synchronous run.
 #include "engine/engine.h"
 
 #include <gtest/gtest.h>
@@ -43,10 +45,14 @@ struct JobOut {
     std::vector<TokenLogprob> prompt_logprobs;
 };
 
-// Runs jobs through a synchronous EngineCore, each added at its arrive_step; checks invariants every step.
+// Runs jobs through an EngineCore over CpuExecutor with `in_flight` steps in flight (1: synchronous),
+// each added at its arrive_step; checks invariants every step. With in_flight > 1 it also checks that
+// the engine did keep several steps in flight.
 std::vector<JobOut> run_jobs(const std::vector<Job>& jobs, EngineConfig cfg, EngineStats* stats = nullptr,
-                             std::shared_ptr<const model::ModelWeights> weights = test_model()) {
+                             std::shared_ptr<const model::ModelWeights> weights = test_model(),
+                             int in_flight = 1) {
     CpuExecutor ex(std::move(weights));
+    ex.set_max_in_flight(in_flight);
     auto core_or = EngineCore::create(cfg, &ex);
     EXPECT_TRUE(core_or.is_ok()) << core_or.status().to_string();
     if (!core_or.is_ok()) return {};
@@ -54,6 +60,7 @@ std::vector<JobOut> run_jobs(const std::vector<Job>& jobs, EngineConfig cfg, Eng
     std::vector<std::shared_ptr<RequestHandle>> handles(jobs.size());
     std::vector<JobOut> outs(jobs.size());
     size_t added = 0;
+    int64_t most_in_flight = 0;
     for (int64_t step = 0; added < jobs.size() || core.has_requests(); ++step) {
         EXPECT_LT(step, 100000);
         for (size_t i = 0; i < jobs.size(); ++i) {
@@ -70,6 +77,7 @@ std::vector<JobOut> run_jobs(const std::vector<Job>& jobs, EngineConfig cfg, Eng
             ++added;
         }
         EXPECT_TRUE(core.step().is_ok());
+        most_in_flight = std::max(most_in_flight, core.num_in_flight());
         const Status inv = core.check_invariants();
         EXPECT_TRUE(inv.is_ok()) << inv.to_string();
         if (!inv.is_ok()) return {};
@@ -85,8 +93,31 @@ std::vector<JobOut> run_jobs(const std::vector<Job>& jobs, EngineConfig cfg, Eng
             }
         }
     }
+    EXPECT_EQ(core.num_in_flight(), 0);
+    if (in_flight > 1) {
+        EXPECT_GT(most_in_flight, 0) << "the engine never left a step in flight";
+    } else {
+        EXPECT_EQ(most_in_flight, 0);
+    }
     if (stats) *stats = core.stats();
     return outs;
+}
+
+void expect_same_outputs(const std::vector<JobOut>& got, const std::vector<JobOut>& want, const char* what) {
+    ASSERT_EQ(got.size(), want.size()) << what;
+    for (size_t i = 0; i < want.size(); ++i) {
+        EXPECT_EQ(got[i].tokens, want[i].tokens) << what << ": request " << i;
+        ASSERT_EQ(got[i].logprobs.size(), want[i].logprobs.size()) << what << ": request " << i;
+        for (size_t c = 0; c < want[i].logprobs.size(); ++c) {
+            ASSERT_EQ(got[i].logprobs[c].size(), want[i].logprobs[c].size()) << what << ": request " << i;
+            for (size_t k = 0; k < want[i].logprobs[c].size(); ++k) {
+                EXPECT_EQ(got[i].logprobs[c][k].token, want[i].logprobs[c][k].token);
+                EXPECT_EQ(got[i].logprobs[c][k].logprob, want[i].logprobs[c][k].logprob);  // bitwise
+                EXPECT_EQ(got[i].logprobs[c][k].top, want[i].logprobs[c][k].top);
+            }
+        }
+        EXPECT_EQ(got[i].prompt_logprobs.size(), want[i].prompt_logprobs.size()) << what << ": request " << i;
+    }
 }
 
 std::vector<int32_t> random_prompt(int64_t n, uint32_t seed) {
@@ -238,7 +269,7 @@ std::vector<double> log_softmax(const float* x, int64_t n) {
     return out;
 }
 
-void check_prompt_logprobs_any_chunk_size(std::shared_ptr<const model::ModelWeights> w) {
+void check_prompt_logprobs_any_chunk_size(std::shared_ptr<const model::ModelWeights> w, int in_flight = 1) {
     const auto& c = w->config;
     const int64_t P = 300;
     const auto prompt = random_prompt(P, 9);
@@ -281,7 +312,7 @@ void check_prompt_logprobs_any_chunk_size(std::shared_ptr<const model::ModelWeig
         cfg.block_size = 16;
         cfg.max_num_batched_tokens = chunk;
         cfg.num_kv_blocks_override = 160;
-        const auto out = run_jobs({j}, cfg, nullptr, w);
+        const auto out = run_jobs({j}, cfg, nullptr, w, in_flight);
         ASSERT_EQ(out.size(), 1u);
         const auto& pl = out[0].prompt_logprobs;
         ASSERT_EQ(static_cast<int64_t>(pl.size()), P - 1) << "chunk " << chunk;
@@ -317,6 +348,90 @@ TEST(EngineTest, PromptLogprobsAnyChunkSizeEqualTheContiguousForward) {
     c.sliding_window = 40;
     check_prompt_logprobs_any_chunk_size(random_model(c, 12));
 }
+
+// ---- The look-ahead: a delayed executor (max_in_flight 2 or 3) gives the synchronous outputs.
+
+class PipelinedEngineTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(PipelinedEngineTest, InterleavedGreedyEqualsTheSynchronousRun) {
+    const auto jobs = mixed_jobs(false);
+    const auto sync = run_jobs(jobs, small_engine(512));
+    expect_same_outputs(run_jobs(jobs, small_engine(512), nullptr, test_model(), GetParam()), sync, "greedy");
+}
+
+TEST_P(PipelinedEngineTest, ForcedPreemptionChangesNothing) {
+    const auto jobs = mixed_jobs(true);
+    EngineStats tight;
+    const auto sync = run_jobs(jobs, small_engine(512));
+    const auto piped = run_jobs(jobs, small_engine(20), &tight, test_model(), GetParam());
+    EXPECT_GT(tight.num_preemptions, 0);
+    expect_same_outputs(piped, sync, "preempted");
+}
+
+TEST_P(PipelinedEngineTest, SeededSamplingAndLogprobsAreTheSameInAnyBatch) {
+    Job j;
+    j.prompt = random_prompt(13, 1);
+    j.params.temperature = 1.0f;
+    j.params.top_k = 40;
+    j.params.max_tokens = 12;
+    j.params.seed = 77;
+    j.params.logprobs = 2;
+    const auto alone = run_jobs({j}, small_engine(256));
+    std::vector<Job> crowd = mixed_jobs(true);
+    crowd.resize(10);
+    Job late = j;
+    late.arrive_step = 2;
+    crowd.push_back(late);
+    const auto batched = run_jobs(crowd, small_engine(256), nullptr, test_model(), GetParam());
+    ASSERT_EQ(batched.size(), crowd.size());
+    expect_same_outputs({batched.back()}, alone, "seeded");
+}
+
+// Penalties read the token history, which includes the deferred token (SeqSampling::output_deferred).
+TEST_P(PipelinedEngineTest, PenaltiesCountTheDeferredToken) {
+    std::vector<Job> jobs;
+    for (int i = 0; i < 4; ++i) {
+        Job j;
+        j.prompt = random_prompt(5 + i, 20 + i);
+        j.params.max_tokens = 24;
+        j.params.temperature = i % 2 == 0 ? 0.0f : 0.8f;
+        j.params.seed = 300 + i;
+        j.params.frequency_penalty = 1.5f;
+        j.params.presence_penalty = 1.0f;
+        j.params.repetition_penalty = 1.3f;
+        jobs.push_back(j);
+    }
+    expect_same_outputs(run_jobs(jobs, small_engine(128), nullptr, test_model(), GetParam()),
+                        run_jobs(jobs, small_engine(128)), "penalties");
+}
+
+TEST_P(PipelinedEngineTest, ChoicesForkAtCollectAndEqualTheSynchronousRun) {
+    Job j;
+    j.prompt = random_prompt(10, 2);  // position 10 writes into a half-full shared block: copy on write
+    j.params.temperature = 1.0f;
+    j.params.max_tokens = 9;
+    j.params.seed = 500;
+    j.params.n = 3;
+    const auto sync = run_jobs({j}, small_engine(256));
+    for (int64_t blocks : {256, 12}) {
+        std::vector<Job> two = {j, j};  // a second request arrives while the first forks
+        two[1].arrive_step = 1;
+        two[1].params.seed = 900;
+        const auto piped = run_jobs(two, small_engine(blocks), nullptr, test_model(), GetParam());
+        ASSERT_EQ(piped.size(), 2u);
+        expect_same_outputs({piped[0]}, sync, blocks == 256 ? "n=3, roomy" : "n=3, tight");
+    }
+}
+
+TEST_P(PipelinedEngineTest, PromptLogprobsAnyChunkSizeEqualTheContiguousForward) {
+    check_prompt_logprobs_any_chunk_size(test_model(), GetParam());
+    auto c = small_config(3);
+    c.sliding_window = 40;
+    check_prompt_logprobs_any_chunk_size(random_model(c, 12), GetParam());
+}
+
+INSTANTIATE_TEST_SUITE_P(InFlight, PipelinedEngineTest, ::testing::Values(2, 3),
+                         [](const ::testing::TestParamInfo<int>& i) { return std::to_string(i.param); });
 
 // ---- The threaded Engine.
 
@@ -380,6 +495,40 @@ TEST(EngineTest, ThreadedSubmitStreamAbortAndErrors) {
 
     engine.shutdown();
     EXPECT_EQ(engine.submit({1}, {}).status().code(), StatusCode::kUnavailable);
+}
+
+TEST(EngineTest, ThreadedEngineOverADelayedExecutor) {
+    auto ex = std::make_unique<CpuExecutor>(test_model());
+    ex->set_max_in_flight(2);
+    auto engine_or = Engine::create(small_engine(64), std::move(ex));
+    ASSERT_TRUE(engine_or.is_ok()) << engine_or.status().to_string();
+    Engine& engine = **engine_or;
+    Job j;
+    j.prompt = random_prompt(7, 4);
+    j.params.temperature = 0.0f;
+    j.params.max_tokens = 6;
+    const auto want = run_jobs({j}, small_engine(64))[0].tokens[0];
+    auto h = engine.submit(j.prompt, j.params);
+    ASSERT_TRUE(h.is_ok());
+    SamplingParams longp;
+    longp.max_tokens = 200;
+    longp.n = 2;
+    auto g = engine.submit(random_prompt(5, 6), longp);
+    ASSERT_TRUE(g.is_ok());
+    std::vector<int32_t> got;
+    RequestOutput o;
+    while ((*h)->next(&o, std::chrono::seconds(10))) got.insert(got.end(), o.tokens.begin(), o.tokens.end());
+    EXPECT_EQ(got, want);
+    (*g)->abort();  // with a step in flight
+    int aborted = 0;
+    while ((*g)->next(&o, std::chrono::seconds(10)))
+        if (o.finish == FinishReason::kAbort) ++aborted;
+    EXPECT_EQ(aborted, 2);
+    // The step in flight is collected although no request is left, and its blocks come back.
+    for (int i = 0; i < 100 && engine.stats().kv_blocks_used[0] + engine.stats().kv_blocks_used[1] != 0; ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    EXPECT_EQ(engine.stats().kv_blocks_used[0], 0);
+    EXPECT_EQ(engine.stats().kv_blocks_used[1], 0);
 }
 
 TEST(EngineTest, ShutdownAbortsWhatIsRunning) {
