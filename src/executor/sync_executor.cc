@@ -17,6 +17,8 @@ Result<engine::StepHandle> SyncExecutor::submit(const engine::StepBatch& batch) 
                 << "deferred token of slot " << d.slot << " was never drawn";
             resolved_.token_ids[d.row] = last_draw_[d.slot];
         }
+        num_deferred_resolved_ += static_cast<int64_t>(batch.deferred.size());
+        resolved_.deferred.clear();  // every id is known now
         for (size_t s = 0; s < batch.sampling.size(); ++s) {
             if (!batch.sampling[s].output_deferred) continue;
             outputs_[s] = *batch.sampling[s].output;

@@ -21,6 +21,8 @@ class SyncExecutor : public engine::Executor {
     // Makes any one-call executor a delayed one (the engine tests run CpuExecutor and ScriptedExecutor
     // with 2). Call before the engine is created: EngineCore reads max_in_flight() once.
     void set_max_in_flight(int n) { max_in_flight_ = n; }
+    // DeferredToken rows resolved so far (tests: the engine really looked ahead).
+    int64_t num_deferred_resolved() const { return num_deferred_resolved_; }
     Result<engine::StepHandle> submit(const engine::StepBatch& batch) final;
     Status collect(engine::StepHandle handle, engine::StepResult* result) final;
 
@@ -37,6 +39,7 @@ class SyncExecutor : public engine::Executor {
     };
     int max_in_flight_;
     int64_t next_id_ = 0;
+    int64_t num_deferred_resolved_ = 0;
     std::deque<Done> done_;
     std::vector<int32_t> last_draw_;  // [slot] the last feeds_slot draw
     engine::StepBatch resolved_;      // the batch with deferred tokens filled in

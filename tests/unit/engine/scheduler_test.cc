@@ -56,7 +56,6 @@ class SimExecutor final : public executor::SyncExecutor {
         EXPECT_LE(b.num_seqs, max_seqs_);
         EXPECT_GT(b.num_tokens, 0);
         tokens_computed += b.num_tokens;
-        deferred_rows += static_cast<int64_t>(b.deferred.size());
         for (const auto& u : b.table_updates) {
             if (u.index < 0) {
                 tables_[u.group].erase(u.slot);
@@ -125,7 +124,6 @@ class SimExecutor final : public executor::SyncExecutor {
         return Status::ok();
     }
     int64_t steps = 0, tokens_computed = 0;
-    int64_t deferred_rows = 0;  // rows whose token the engine did not know yet
 
   private:
     int64_t window_, max_tokens_, max_seqs_, bs_ = 0;
@@ -145,16 +143,15 @@ class DeviceChecker final : public Executor {
     int64_t bytes_per_block(int64_t bs, int g) const override { return inner_->bytes_per_block(bs, g); }
     ExecutorMemory memory() const override { return inner_->memory(); }
     int max_in_flight() const override { return inner_->max_in_flight(); }
-    Status init_cache(int64_t block_size, const int64_t num_blocks[kNumKvGroups],
-                      int64_t max_num_seqs) override {
+    Status init_cache(const CacheConfig& c) override {
         for (int g = 0; g < kNumKvGroups; ++g) {
-            refs_[g].assign(num_blocks[g], 0);
-            block_read_[g].assign(num_blocks[g], -1);
-            tables_[g].assign(max_num_seqs, {});
+            refs_[g].assign(c.num_blocks[g], 0);
+            block_read_[g].assign(c.num_blocks[g], -1);
+            tables_[g].assign(c.max_num_seqs, {});
         }
-        slot_read_.assign(max_num_seqs, -1);
-        slot_dropped_.assign(max_num_seqs, false);
-        return inner_->init_cache(block_size, num_blocks, max_num_seqs);
+        slot_read_.assign(c.max_num_seqs, -1);
+        slot_dropped_.assign(c.max_num_seqs, false);
+        return inner_->init_cache(c);
     }
     Result<StepHandle> submit(const StepBatch& b) override {
         const int64_t id = next_++;
@@ -311,7 +308,7 @@ void random_workload(int64_t window, int64_t pool_blocks, uint32_t seed, bool ti
     EXPECT_EQ(st.kv_blocks_used[0] + st.kv_blocks_used[1], 0);
     EXPECT_EQ(core.num_in_flight(), 0);
     if (in_flight > 1) {
-        EXPECT_GT(sim.deferred_rows, 0)
+        EXPECT_GT(sim.num_deferred_resolved(), 0)
             << "the engine never scheduled a step before the previous one's tokens";
         EXPECT_GT(ex.block_reuses, 0);
         EXPECT_GT(ex.slot_reuses, 0);
@@ -404,7 +401,7 @@ TEST(PipelinedSchedulerTest, LookAheadStopsAtAKnownLengthAndDiscardsOneRowAfterA
             EXPECT_EQ((*core)->stats().generated_tokens, stop ? 5 : 6);
             // Every decode after the first is a look-ahead one.
             if (in_flight == 2) {
-                EXPECT_EQ(ex.deferred_rows, 5);
+                EXPECT_EQ(ex.num_deferred_resolved(), 5);
             }
             tokens[in_flight - 1] = ex.tokens_computed;
         }
