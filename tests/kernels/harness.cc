@@ -131,6 +131,13 @@ std::string sci(double x) {
     std::snprintf(b, sizeof b, "%.2e", x);
     return b;
 }
+
+// Enough digits to see a difference in the last f32 bits.
+std::string full(double x) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%.9g", x);
+    return b;
+}
 }  // namespace
 
 Case::Case(const Options& opt, ops::Backend& backend, RunState& run, const CaseDef& def)
@@ -265,7 +272,7 @@ void Case::compare(const std::string& name, const std::vector<float>& got, const
     } else if (c.max_rel > tol.rel) {
         c.pass = false;
         c.detail =
-            "worst at " + std::to_string(worst) + ": got " + sci(got[worst]) + " want " + sci(ref[worst]);
+            "worst at " + std::to_string(worst) + ": got " + full(got[worst]) + " want " + full(ref[worst]);
     }
     add(c);
 }
@@ -298,7 +305,7 @@ void Case::compare_residual(const std::string& name, const std::vector<float>& g
     } else if (c.max_rel > tol.rel) {
         c.pass = false;
         c.detail =
-            "worst at " + std::to_string(worst) + ": got " + sci(got[worst]) + " want " + sci(ref[worst]);
+            "worst at " + std::to_string(worst) + ": got " + full(got[worst]) + " want " + full(ref[worst]);
     }
     add(c);
 }
