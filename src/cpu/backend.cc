@@ -22,6 +22,48 @@ void CpuBackend::download(void* dst, const void* src, int64_t bytes) { std::memc
 void CpuBackend::copy(void* dst, const void* src, int64_t bytes) { std::memmove(dst, src, bytes); }
 void CpuBackend::fill(void* dst, uint8_t byte, int64_t bytes) { std::memset(dst, byte, bytes); }
 
+namespace {
+bool dense_format(ops::Format f) {
+    return f == ops::Format::kBf16 || f == ops::Format::kF16 || f == ops::Format::kF32;
+}
+Status unreadable(const char* what, ops::Format f) {
+    return unimplemented(std::string("the CPU backend reads no ") + what + " in " + ops::format_name(f));
+}
+Status check_vector(const ops::VectorWeight& v) {
+    return v.data == nullptr || dense_format(v.format) ? Status::ok()
+                                                       : unreadable("vector weights", v.format);
+}
+Status check_dense(const ops::DenseWeight& d) {
+    if (!dense_format(d.format)) return unreadable("dense weights", d.format);
+    return check_vector(d.b);
+}
+}  // namespace
+
+Result<ops::DenseWeight> CpuBackend::place_dense(const ops::DenseWeight& host, ops::WeightRole,
+                                                 std::vector<ops::Buffer>*) {
+    VOLT_RETURN_IF_ERROR(check_dense(host));
+    return host;
+}
+
+Result<ops::QkvWeights> CpuBackend::place_qkv(const ops::QkvWeights& host, std::vector<ops::Buffer>*) {
+    for (const ops::DenseWeight* d : {&host.q, &host.k, &host.v}) VOLT_RETURN_IF_ERROR(check_dense(*d));
+    return host;
+}
+
+Result<ops::ExpertWeights> CpuBackend::place_experts(const ops::ExpertWeights& host,
+                                                     std::vector<ops::Buffer>*) {
+    if (host.format != ops::Format::kMxfp4 && host.format != ops::Format::kBf16 &&
+        host.format != ops::Format::kF16)
+        return unreadable("expert weights", host.format);
+    VOLT_RETURN_IF_ERROR(check_vector(host.bias));
+    return host;
+}
+
+Result<ops::VectorWeight> CpuBackend::place_vector(const ops::VectorWeight& host, std::vector<ops::Buffer>*) {
+    VOLT_RETURN_IF_ERROR(check_vector(host));
+    return host;
+}
+
 ops::MemoryStats CpuBackend::memory() const {
     const int64_t page = sysconf(_SC_PAGESIZE);
     return {sysconf(_SC_PHYS_PAGES) * page, sysconf(_SC_AVPHYS_PAGES) * page};

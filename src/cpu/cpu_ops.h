@@ -47,22 +47,15 @@ class CpuBackend final : public ops::Backend {
     ops::MemoryStats memory() const override;
     void synchronize() override {}
 
-    // Host tensors are already in backend memory: placement returns the view unchanged.
+    // Host tensors are already in backend memory: placement returns the view unchanged, or
+    // kUnimplemented for a format the CPU kernels do not read (dense bf16/f16/f32; experts MXFP4 or
+    // dense bf16/f16; vectors bf16/f16/f32).
     Result<ops::DenseWeight> place_dense(const ops::DenseWeight& host, ops::WeightRole,
-                                         std::vector<ops::Buffer>*) override {
-        return host;
-    }
-    Result<ops::QkvWeights> place_qkv(const ops::QkvWeights& host, std::vector<ops::Buffer>*) override {
-        return host;
-    }
+                                         std::vector<ops::Buffer>*) override;
+    Result<ops::QkvWeights> place_qkv(const ops::QkvWeights& host, std::vector<ops::Buffer>*) override;
     Result<ops::ExpertWeights> place_experts(const ops::ExpertWeights& host,
-                                             std::vector<ops::Buffer>*) override {
-        return host;
-    }
-    Result<ops::VectorWeight> place_vector(const ops::VectorWeight& host,
-                                           std::vector<ops::Buffer>*) override {
-        return host;
-    }
+                                             std::vector<ops::Buffer>*) override;
+    Result<ops::VectorWeight> place_vector(const ops::VectorWeight& host, std::vector<ops::Buffer>*) override;
 
     void embedding(const ops::EmbeddingArgs& a) override { cpu::embedding(a); }
     void rmsnorm(const ops::RmsNormArgs& a) override { cpu::rmsnorm(a); }

@@ -195,7 +195,8 @@ void Forward::run(const ForwardBatch& b, const std::vector<ops::KvLayer>& kv, Wo
                                .hidden = H,
                                .eps = eps,
                                .h = ws.logits_h,
-                               .logits = ws.logits});
+                               .logits = ws.logits,
+                               .keep_intermediates = keep});
         trace("final_norm", -1, ws.logits_h, n, H);
         on_logits(first, n, ws.logits);
     }

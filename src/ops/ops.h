@@ -6,9 +6,14 @@
 // f32 ([rows, cols], row-major) so every op's output reaches the f32 residual stream without an fp16
 // round trip (a backend may narrow to fp16 in registers as matmul operands); the KV cache is f32 or f16
 // (KvLayer::format). Every reduction has an order fixed by the shape and the row's own data: outputs are
-// bitwise independent of the batch. Math sources: spec/gpt-oss.md §3 (named on each op). Tests: the op
-// harness tests/kernels/op_test.cc (volt_op_test, against a double-precision reference), the whole pass
-// against transformers in tests/golden/. C++17 (the .cu files include it).
+// bitwise independent of the batch. Matmul-like ops (linear, router, experts, final_logits and the coarse
+// ops that contain them) take any finite f32 input up to 1e6 in magnitude and stay within their
+// tolerance: a backend that narrows activations to fp16 operands must scale them (per row or per block,
+// as int8 activation quantization does) so nothing overflows (docs/public-bugs.md BUG-22: fp16 GEMM inputs
+// past 65504 became inf on Volta). Head dims are even; block sizes are any positive number of tokens. Math
+// sources: spec/gpt-oss.md §3 (named on each op). Tests: the op harness tests/kernels/op_test.cc
+// (volt_op_test, against a double-precision reference), the whole pass against transformers in tests/golden/.
+// C++17 (the .cu files include it).
 #pragma once
 
 #include <cstdint>
@@ -64,7 +69,7 @@ struct RopeArgs {
 };
 
 // Writes this step's k, v rows into the paged cache of one layer (converted to kv.format). Slots < 0
-// are skipped.
+// are skipped; a slot appears at most once per call.
 struct KvWriteArgs {
     const float* k;               // [T, nkv, d]
     const float* v;               // [T, nkv, d]
@@ -77,7 +82,8 @@ struct KvWriteArgs {
 // after this step and q_len = query_start_loc[s+1] - query_start_loc[s] new rows; row i is the query at
 // sequence index n = seq_lens[s] - q_len + i and attends to key indices [max(0, n - window + 1), n]
 // (window <= 0: [0, n]). Key index j lives at slot block_tables[s * max_blocks + j / block_size] *
-// block_size + j % block_size. Positions matter only to RoPE (applied before). Query head h reads kv head
+// block_size + j % block_size; entries -1 are blocks the engine freed (sliding window) and are never read.
+// Positions matter only to RoPE (applied before). Query head h reads kv head
 // h / (nh / nkv). Scores q.k * scale; the sink z_h joins the softmax denominator only. A backend that
 // splits long contexts (split-KV) fixes the split by each sequence's own length, never by the batch.
 struct AttentionArgs {
@@ -166,7 +172,8 @@ struct MoeRouteArgs {
     float eps;
 };
 
-// logits[r] = lm_head rmsnorm(x[rows[r]]) (spec §3.7), for the rows that need logits.
+// logits[r] = lm_head rmsnorm(x[rows[r]]) (spec §3.7), for the rows that need logits; h receives the
+// normed rows (the trace's final_norm) when keep_intermediates, else it is scratch.
 struct FinalLogitsArgs {
     const float* x;       // [T, H] residual stream
     VectorWeight norm;    // [H] model.norm
@@ -174,12 +181,14 @@ struct FinalLogitsArgs {
     const int32_t* rows;  // [R] rows of x
     int64_t num_rows, hidden;
     float eps;
-    float* h;       // [R, H] scratch: the normed rows
+    float* h;       // [R, H] scratch, or out when keep_intermediates: the normed rows
     float* logits;  // [R, V] out
+    bool keep_intermediates = false;
 };
 
 // Copy-on-write of KV blocks: for every layer, block dst[i] := block src[i] (K and V). The arrays are
-// host memory (copies are rare: the first write into a block shared after an n > 1 fork).
+// host memory (copies are rare: the first write into a block shared after an n > 1 fork); every dst is
+// distinct and none is also a src.
 struct CopyBlocksArgs {
     const KvLayer* layers;  // [num_layers]
     int64_t num_layers;
@@ -250,7 +259,9 @@ class Backend {
 
     // Weight placement: the view of a host tensor in backend memory, in the format this backend's
     // kernels read (the CPU returns the host view itself; a GPU uploads, may convert bf16 -> f16 after a
-    // range check, fuse q/k/v, repack MXFP4). Allocations go to `owned`.
+    // range check, fuse q/k/v, repack MXFP4). Allocations go to `owned`. kUnimplemented naming the format
+    // when the backend's kernels cannot read it (so callers learn at placement, not inside an op). A
+    // backend that fuses q/k/v must also override qkv_rope_kvwrite (the default needs them apart).
     virtual Result<DenseWeight> place_dense(const DenseWeight& host, WeightRole role,
                                             std::vector<Buffer>* owned) = 0;
     virtual Result<QkvWeights> place_qkv(const QkvWeights& host, std::vector<Buffer>* owned) = 0;

@@ -40,7 +40,8 @@ struct SampleArgs {
     int64_t vocab_size_real = 0;    // ids >= this (padding) are never drawn nor counted in logprobs
     int32_t* tokens = nullptr;      // [num_rows] out: drawn id (target for scored rows)
     float* logprobs = nullptr;      // [num_rows] out where num_logprobs >= 0: raw logprob of the token
-    int32_t* top_ids = nullptr;     // [num_rows, max_top] out: top ids by raw logprob, descending
+    int32_t* top_ids = nullptr;     // [num_rows, max_top] out: top ids by raw logprob, descending (entries
+                                    // past a row's num_logprobs are unspecified)
     float* top_logprobs = nullptr;  // [num_rows, max_top]
     int64_t max_top = 0;
 };
