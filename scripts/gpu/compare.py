@@ -128,8 +128,9 @@ def ppl(result_json, pins_json, tol):
 def summary(parts_tsv, results_dir, out_json):
     parts = []
     for line in open(parts_tsv):
-        name, rc, seconds, note = (line.rstrip("\n").split("\t") + [""])[:4]
-        p = {"part": name, "rc": int(rc), "seconds": float(seconds), "note": note}
+        name, rc_text, seconds, note = (line.rstrip("\n").split("\t") + [""])[:4]
+        rc = int(rc_text)
+        p = {"part": name, "rc": rc, "seconds": float(seconds), "note": note}
         res = os.path.join(results_dir, name + ".json")
         if os.path.exists(res):
             try:
