@@ -26,6 +26,13 @@ if [ -x /usr/local/cuda/bin/nvcc ]; then
   [ -f build-cuda13/build.ninja ] || cmake --preset cuda13 >/dev/null
   cmake --build build-cuda13 --target volt_cuda voltllm cuda_backend_test
   echo "cuda-check: cuda13 (sm_90) build: $(($(date +%s) - t1)) s"
+  # The cuda-label tests without a GPU: the dtype and dispatch rules run, every GPU test skips with its reason.
+  if ! build-cuda13/tests/unit/cuda_backend_test --gtest_color=no >build-cuda13/cuda_backend_test.log 2>&1; then
+    tail -40 build-cuda13/cuda_backend_test.log
+    echo "cuda-check: cuda_backend_test failed without a GPU"
+    exit 1
+  fi
+  grep -E '^\[ *(OK|SKIPPED|PASSED) *\] [A-Z]|^no CUDA device' build-cuda13/cuda_backend_test.log | sort | uniq -c
 else
   echo "cuda-check: /usr/local/cuda/bin/nvcc not found: the cuda13 (sm_90) build is skipped (install CUDA 13 there to run it)"
 fi
