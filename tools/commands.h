@@ -20,6 +20,7 @@ void register_tokenize(CLI::App& app);    // cmd_tokenize.cc
 void register_bench(CLI::App& app);       // cmd_bench.cc: `voltllm bench serve`
 void register_perplexity(CLI::App& app);  // cmd_perplexity.cc
 void register_serve(CLI::App& app);       // cmd_serve.cc
+void register_cuda_info(CLI::App& app);   // cmd_cuda_info.cc
 // argv with vLLM's underscore flag spelling rewritten to dashes; for `serve`, also checked against
 // vLLM's flag table (notices logged, unknown or rejected flags exit 2). cmd_serve.cc.
 std::vector<std::string> prepare_args(CLI::App& app, int argc, char** argv);

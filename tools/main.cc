@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
     volt::tools::register_bench(app);
     volt::tools::register_perplexity(app);
     volt::tools::register_serve(app);
+    volt::tools::register_cuda_info(app);
     // vLLM spelling and flag table: `--max_model_len` is `--max-model-len` (tools/cmd_serve.cc).
     std::vector<std::string> args = volt::tools::prepare_args(app, argc, argv);
     std::vector<char*> arg_ptrs;

@@ -1,0 +1,501 @@
+#include "cuda/cuda_backend.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "core/dtype.h"
+#include "core/logging.h"
+#include "cuda/cuda_check.h"
+#include "cuda/placement.h"
+
+namespace volt::cuda {
+
+namespace {
+
+enum ScratchSlot : int { kRouterLogits, kExpertAct, kExpertY, kSampleRows, kCublasA, kCublasC, kNumScratch };
+
+// Rows of one cuBLAS call: fixed, so that the algorithm cuBLAS picks (by shape and alignment) and with
+// it every row's reduction order are the same whatever the batch (a partial tile is zero-padded).
+constexpr int64_t kCublasTileRows = 64;
+// Rows of one sample launch (scratch: 8 bytes per id per row).
+constexpr int64_t kSampleRowsPerLaunch = 64;
+
+const char* device_error_message(int code) {
+    switch (code) {
+        case kBadTokenId:
+            return "embedding: a token id outside the vocabulary";
+        case kFreedBlock:
+            return "attention: a key position in a freed block (block table entry < 0)";
+        case kBadSlot:
+            return "kv_write/attention: a KV slot outside the pool";
+        case kBadExpertId:
+            return "experts: an expert id outside [0, num_experts)";
+        case kBadSampleId:
+            return "sample: an id outside [0, vocab_size_real) or more logprobs than max_top";
+        case kBadRow:
+            return "rmsnorm/linear: a negative row index";
+        default:
+            return "unknown device error";
+    }
+}
+
+bool cuda_unloading(cudaError_t e) { return e == cudaErrorCudartUnloading; }
+
+int64_t format_bytes(ops::Format f) { return f == ops::Format::kF32 ? 4 : 2; }
+
+}  // namespace
+
+const char* operand_name(Operand o) {
+    switch (o) {
+        case Operand::kF32:
+            return "float";
+        case Operand::kF16:
+            return "half";
+        case Operand::kBf16:
+            return "bfloat16";
+    }
+    return "?";
+}
+
+Result<Operand> resolve_dtype(const std::string& dtype, const DeviceInfo& d, bool volta_kernels) {
+    const int eff = volta_kernels ? std::min(d.cc(), 70) : d.cc();
+    if (dtype == "float" || dtype == "float32") return Operand::kF32;
+    if (dtype == "half" || dtype == "float16") return Operand::kF16;
+    if (dtype == "auto") return eff < 80 ? Operand::kF16 : Operand::kBf16;
+    if (dtype == "bfloat16") {
+        if (eff >= 80) return Operand::kBf16;
+        // vLLM's words (vllm/platforms/cuda.py), so that V100 users see what they know.
+        std::string m = "Bfloat16 is only supported on GPUs with compute capability of at least 8.0. Your " +
+                        d.name + " GPU has compute capability " + d.cc_string() + ".";
+        if (d.cc() >= 80)
+            m = "Bfloat16 is only supported on GPUs with compute capability of at least 8.0. This run uses "
+                "the "
+                "Volta kernels (--cuda-kernels sm70 or compute_70 code) on your " +
+                d.name + " GPU, as on a GPU of compute capability 7.0.";
+        return invalid_argument(
+            m +
+            " You can use float16 instead by explicitly setting the `dtype` flag in CLI, for "
+            "example: --dtype=half.");
+    }
+    return invalid_argument("--dtype " + dtype + ": expected auto, half, float or bfloat16");
+}
+
+Result<std::unique_ptr<CudaBackend>> CudaBackend::create(const CudaOptions& o) {
+    if (o.cuda_kernels != "auto" && o.cuda_kernels != "sm70")
+        return invalid_argument("--cuda-kernels " + o.cuda_kernels + ": expected auto or sm70");
+    VOLT_ASSIGN_OR_RETURN(DeviceInfo dev, probe_device(o.device));
+    DispatchInput in;
+    in.cc = dev.cc();
+    in.kernel_arch = dev.kernel_arch;
+    in.force_sm70 = o.cuda_kernels == "sm70";
+    std::string cublas_why;
+    const bool cublas_ok = cublas_allowed(in, &cublas_why);
+    VOLT_ASSIGN_OR_RETURN(Operand op, resolve_dtype(o.dtype, dev, !cublas_ok));
+
+    std::unique_ptr<CudaBackend> b(new CudaBackend());
+    b->device_ = dev;
+    b->operand_ = op;
+    // Dense bf16 experts (a fine-tuned checkpoint in the save_pretrained layout) become MXFP4 where the
+    // operands are f16: the layout the V100 path is built for. --dtype float keeps them (the reference).
+    b->quantize_dense_experts_ = op == Operand::kF16;
+    b->scratch_.resize(kNumScratch);
+    VOLT_CUDA_CHECK(cudaStreamCreateWithFlags(&b->stream_, cudaStreamNonBlocking));
+    VOLT_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&b->error_), 16));
+    VOLT_CUDA_CHECK(cudaMemset(b->error_, 0, 16));
+    if (cublas_ok) {
+        std::string why;
+        b->cublas_ = Cublas::open(dev.cc(), b->stream_, &why);
+        if (!b->cublas_) {
+            b->cublas_status_ = "off: " + why;
+        } else if (!b->cublas_self_test(&why)) {
+            b->cublas_status_ = "off: " + b->cublas_->soname() + " failed the self-test GEMM (" + why + ")";
+            b->cublas_.reset();
+        } else {
+            b->cublas_status_ = "on: " + b->cublas_->soname() + " (version " +
+                                std::to_string(b->cublas_->version()) + "), self-test GEMM passed";
+        }
+    } else {
+        b->cublas_status_ = cublas_why;
+    }
+    in.cublas_ready = b->cublas_ != nullptr;
+    b->dispatch_ = choose_dispatch(in);
+    spdlog::info(
+        "cuda: {} (compute capability {}, {} SMs, {:.1f} GiB), driver {}, runtime {}, kernel arch {}",
+        dev.name, dev.cc_string(), dev.sm_count, dev.total_bytes / 1073741824.0, dev.driver_version,
+        dev.runtime_version, dev.kernel_arch);
+    spdlog::info("cuda: dtype {} (operands), kernels: {}", operand_name(op), describe(b->dispatch_));
+    spdlog::info("cuda: cuBLAS {}", b->cublas_status_);
+    return b;
+}
+
+CudaBackend::~CudaBackend() {
+    cublas_.reset();
+    for (Scratch& s : scratch_)
+        if (s.data != nullptr) release(s.data, s.bytes);
+    if (error_ != nullptr) {
+        const cudaError_t e = cudaFree(error_);
+        VOLT_CHECK(e == cudaSuccess || cuda_unloading(e)) << cudaGetErrorString(e);
+    }
+    if (stream_ != nullptr) {
+        const cudaError_t e = cudaStreamDestroy(stream_);
+        VOLT_CHECK(e == cudaSuccess || cuda_unloading(e)) << cudaGetErrorString(e);
+    }
+}
+
+std::string CudaBackend::info_json() const {
+    nlohmann::ordered_json j;
+    j["device"] = device_.name;
+    j["compute_capability"] = device_.cc_string();
+    j["kernel_arch"] = device_.kernel_arch;
+    j["sm_count"] = device_.sm_count;
+    j["memory_total_bytes"] = device_.total_bytes;
+    j["memory_free_bytes"] = memory().free_bytes;
+    j["driver_version"] = device_.driver_version;
+    j["runtime_version"] = device_.runtime_version;
+    j["built_for"] = device_.built_for;
+    j["dtype"] = operand_name(operand_);
+    j["kernels"] = dispatch_.why;
+    j["kernels_for_cc"] =
+        std::to_string(dispatch_.cc_used / 10) + "." + std::to_string(dispatch_.cc_used % 10);
+    nlohmann::ordered_json ops;
+    for (int i = 0; i < static_cast<int>(OpKind::kCount); ++i) {
+        const KernelVariant* v = dispatch_.variant[i];
+        ops[op_name(static_cast<OpKind>(i))] = v ? v->name : "none";
+    }
+    j["dispatch"] = ops;
+    j["cublas"] = cublas_status_;
+    return j.dump();
+}
+
+// ---- memory ----
+
+Result<ops::Buffer> CudaBackend::alloc(int64_t bytes) {
+    void* p = nullptr;
+    const int64_t n = std::max<int64_t>(bytes, 256);
+    const cudaError_t e = cudaMalloc(&p, static_cast<size_t>(n));
+    if (e == cudaErrorMemoryAllocation) {
+        cudaGetLastError();  // not sticky
+        const ops::MemoryStats m = memory();
+        return resource_exhausted("cannot allocate " + std::to_string(bytes) + " bytes of GPU memory (" +
+                                  std::to_string(m.free_bytes) + " free of " + std::to_string(m.total_bytes) +
+                                  ")");
+    }
+    VOLT_CUDA_CHECK(e);
+    return ops::Buffer(this, p, bytes);
+}
+
+void CudaBackend::release(void* data, int64_t) {
+    if (data == nullptr) return;
+    cudaError_t e = cudaStreamSynchronize(stream_);
+    if (cuda_unloading(e)) return;
+    VOLT_CUDA_CHECK(e);
+    e = cudaFree(data);
+    if (cuda_unloading(e)) return;
+    VOLT_CUDA_CHECK(e);
+}
+
+void CudaBackend::upload(void* dst, const void* src, int64_t bytes) {
+    if (bytes <= 0) return;
+    // Waits: the caller may reuse or free `src` (pinned or not) as soon as this returns.
+    VOLT_CUDA_CHECK(cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes), cudaMemcpyHostToDevice, stream_));
+    VOLT_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+void CudaBackend::download(void* dst, const void* src, int64_t bytes) {
+    if (bytes > 0)
+        VOLT_CUDA_CHECK(
+            cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes), cudaMemcpyDeviceToHost, stream_));
+    check_device_errors();  // also waits for the copy
+}
+
+void CudaBackend::copy(void* dst, const void* src, int64_t bytes) {
+    if (bytes <= 0) return;
+    VOLT_CUDA_CHECK(cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes), cudaMemcpyDeviceToDevice, stream_));
+}
+
+void CudaBackend::fill(void* dst, uint8_t byte, int64_t bytes) {
+    if (bytes <= 0) return;
+    VOLT_CUDA_CHECK(cudaMemsetAsync(dst, byte, static_cast<size_t>(bytes), stream_));
+}
+
+ops::MemoryStats CudaBackend::memory() const {
+    size_t free_b = 0, total_b = 0;
+    VOLT_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+    return {static_cast<int64_t>(total_b), static_cast<int64_t>(free_b)};
+}
+
+void CudaBackend::synchronize() { check_device_errors(); }
+
+void CudaBackend::check_device_errors() {
+    int code = 0;
+    VOLT_CUDA_CHECK(cudaMemcpyAsync(&code, error_, sizeof(int), cudaMemcpyDeviceToHost, stream_));
+    VOLT_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    VOLT_CHECK(code == kDeviceOk) << "cuda: a kernel found bad input: " << device_error_message(code);
+}
+
+Status CudaBackend::reserve(const ops::WorkspaceLimits& limits) {
+    // Scratch sizes need the model's dimensions, which the limits do not carry: they are remembered
+    // and each scratch buffer is sized for max_tokens rows the first time an op needs it.
+    limits_.max_tokens = std::max(limits_.max_tokens, limits.max_tokens);
+    limits_.max_seqs = std::max(limits_.max_seqs, limits.max_seqs);
+    limits_.max_seq_len = std::max(limits_.max_seq_len, limits.max_seq_len);
+    return Status::ok();
+}
+
+void* CudaBackend::scratch(int slot, int64_t bytes) {
+    Scratch& s = scratch_[slot];
+    if (s.bytes >= bytes && s.data != nullptr) return s.data;
+    if (s.data != nullptr) release(s.data, s.bytes);  // waits for the stream first
+    s.data = nullptr;
+    s.bytes = 0;
+    const int64_t n = std::max<int64_t>(bytes, 256);
+    VOLT_CUDA_CHECK(cudaMalloc(&s.data, static_cast<size_t>(n)));
+    s.bytes = n;
+    return s.data;
+}
+
+// ---- placement ----
+
+Result<ops::Buffer> CudaBackend::upload_bytes(const void* src, int64_t bytes) {
+    VOLT_ASSIGN_OR_RETURN(ops::Buffer b, alloc(bytes));
+    upload(b.data(), src, bytes);
+    placed_bytes_ += bytes;
+    return b;
+}
+
+Result<ops::VectorWeight> CudaBackend::place_vector_f32(const ops::VectorWeight& host,
+                                                        std::vector<ops::Buffer>* owned) {
+    if (host.data == nullptr) return host;
+    const std::vector<float> f32 = widen_vector(host);
+    VOLT_ASSIGN_OR_RETURN(ops::Buffer b, upload_bytes(f32.data(), host.n * 4));
+    ops::VectorWeight v{ops::Format::kF32, b.data(), host.n};
+    owned->push_back(std::move(b));
+    return v;
+}
+
+Result<ops::VectorWeight> CudaBackend::place_vector(const ops::VectorWeight& host,
+                                                    std::vector<ops::Buffer>* owned) {
+    return place_vector_f32(host, owned);
+}
+
+Result<ops::DenseWeight> CudaBackend::place_dense(const ops::DenseWeight& host, ops::WeightRole role,
+                                                  std::vector<ops::Buffer>* owned) {
+    ops::DenseWeight d = host;
+    VOLT_ASSIGN_OR_RETURN(d.b, place_vector_f32(host.b, owned));
+    if (host.w == nullptr) return d;
+    const int64_t n = host.out * host.in;
+    switch (host.format) {
+        case ops::Format::kBf16: {
+            // The embedding is a lookup (widened exactly either way): it stays bf16.
+            if (operand_ == Operand::kF16 && role != ops::WeightRole::kEmbedding) {
+                const F16RangeReport r = check_bf16_to_f16(static_cast<const uint16_t*>(host.w), n);
+                if (r.converts()) {
+                    std::vector<uint16_t> f16(n);
+                    convert_bf16_to_f16(static_cast<const uint16_t*>(host.w), n, f16.data());
+                    VOLT_ASSIGN_OR_RETURN(ops::Buffer b, upload_bytes(f16.data(), n * 2));
+                    d.w = b.data();
+                    d.format = ops::Format::kF16;
+                    owned->push_back(std::move(b));
+                    ++dense_to_f16_;
+                    spdlog::debug("cuda: [{}, {}] bf16 -> f16: {}", host.out, host.in, r.to_string());
+                    break;
+                }
+                ++dense_kept_bf16_;
+                spdlog::warn("cuda: a [{}, {}] weight stays bf16 (widened in registers): {}", host.out,
+                             host.in, r.to_string());
+            }
+            VOLT_ASSIGN_OR_RETURN(ops::Buffer b, upload_bytes(host.w, n * 2));
+            d.w = b.data();
+            owned->push_back(std::move(b));
+            break;
+        }
+        case ops::Format::kF16:
+        case ops::Format::kF32: {
+            VOLT_ASSIGN_OR_RETURN(ops::Buffer b, upload_bytes(host.w, n * format_bytes(host.format)));
+            d.w = b.data();
+            owned->push_back(std::move(b));
+            break;
+        }
+        default:
+            return unimplemented(std::string("--device cuda: ") + ops::format_name(host.format) +
+                                 " dense weights are not supported yet (bf16, f16, f32)");
+    }
+    if (role == ops::WeightRole::kLmHead) {
+        spdlog::info(
+            "cuda: weights placed: {:.1f} MiB; dense bf16 -> f16: {} tensors, kept bf16: {}; dense experts "
+            "quantized to MXFP4: {}",
+            placed_bytes_ / 1048576.0, dense_to_f16_, dense_kept_bf16_, experts_quantized_);
+    }
+    return d;
+}
+
+Result<ops::QkvWeights> CudaBackend::place_qkv(const ops::QkvWeights& host, std::vector<ops::Buffer>* owned) {
+    // Kept unfused: the default qkv_rope_kvwrite runs three linears (fusing is issue 14's).
+    ops::QkvWeights q;
+    VOLT_ASSIGN_OR_RETURN(q.q, place_dense(host.q, ops::WeightRole::kAttention, owned));
+    VOLT_ASSIGN_OR_RETURN(q.k, place_dense(host.k, ops::WeightRole::kAttention, owned));
+    VOLT_ASSIGN_OR_RETURN(q.v, place_dense(host.v, ops::WeightRole::kAttention, owned));
+    return q;
+}
+
+Result<ops::ExpertWeights> CudaBackend::place_experts(const ops::ExpertWeights& host,
+                                                      std::vector<ops::Buffer>* owned) {
+    ops::ExpertWeights d = host;
+    VOLT_ASSIGN_OR_RETURN(d.bias, place_vector_f32(host.bias, owned));
+    const int64_t rows = host.num_experts * host.out;
+    auto put = [&](const void* src, int64_t bytes) -> Result<const void*> {
+        VOLT_ASSIGN_OR_RETURN(ops::Buffer b, upload_bytes(src, bytes));
+        const void* p = b.data();
+        owned->push_back(std::move(b));
+        return p;
+    };
+    if (host.format == ops::Format::kMxfp4) {
+        if (host.in % 32 != 0)
+            return invalid_argument("MXFP4 experts with rows of " + std::to_string(host.in));
+        VOLT_ASSIGN_OR_RETURN(const void* blocks, put(host.blocks, rows * (host.in / 32) * 16));
+        VOLT_ASSIGN_OR_RETURN(const void* scales, put(host.scales, rows * (host.in / 32)));
+        d.blocks = static_cast<const uint8_t*>(blocks);
+        d.scales = static_cast<const uint8_t*>(scales);
+        return d;
+    }
+    if (host.format != ops::Format::kBf16 && host.format != ops::Format::kF16)
+        return unimplemented(std::string("--device cuda: ") + ops::format_name(host.format) + " experts");
+    if (quantize_dense_experts_ && host.in % 32 == 0) {
+        if (experts_quantized_ == 0)
+            spdlog::info(
+                "cuda: notice: dense {} experts are quantized to MXFP4 at load (best-of-2 scales, "
+                "docs/quantization.md: about 1e-2 nats of KL on the demo model); --dtype float keeps them "
+                "dense",
+                ops::format_name(host.format));
+        std::vector<uint8_t> blocks, scales;
+        VOLT_RETURN_IF_ERROR(quantize_experts_mxfp4(host, &blocks, &scales));
+        VOLT_ASSIGN_OR_RETURN(const void* b, put(blocks.data(), static_cast<int64_t>(blocks.size())));
+        VOLT_ASSIGN_OR_RETURN(const void* s, put(scales.data(), static_cast<int64_t>(scales.size())));
+        d.format = ops::Format::kMxfp4;
+        d.blocks = static_cast<const uint8_t*>(b);
+        d.scales = static_cast<const uint8_t*>(s);
+        d.w = nullptr;
+        ++experts_quantized_;
+        return d;
+    }
+    VOLT_ASSIGN_OR_RETURN(const void* w, put(host.w, rows * host.in * 2));
+    d.w = w;
+    return d;
+}
+
+// ---- ops ----
+
+void CudaBackend::embedding(const ops::EmbeddingArgs& a) { launch_embedding(a, ctx()); }
+void CudaBackend::rmsnorm(const ops::RmsNormArgs& a) { launch_rmsnorm(a, ctx()); }
+void CudaBackend::rope(const ops::RopeArgs& a) { launch_rope(a, ctx()); }
+void CudaBackend::kv_write(const ops::KvWriteArgs& a) { launch_kv_write(a, ctx()); }
+void CudaBackend::attention(const ops::AttentionArgs& a) { launch_attention(a, ctx()); }
+void CudaBackend::add(const ops::AddArgs& a) { launch_add(a, ctx()); }
+
+void CudaBackend::linear(const ops::LinearArgs& a) {
+    if (cublas_ && dispatch_.uses(OpKind::kLinear, "linear_cublas_f16_tiles64") &&
+        a.weight.format == ops::Format::kF16 && operand_ == Operand::kF16) {
+        linear_cublas(a);
+        return;
+    }
+    launch_linear(a, operand_, ctx());
+}
+
+void CudaBackend::linear_cublas(const ops::LinearArgs& a) {
+    const int64_t rows = a.rows != nullptr ? a.num_rows : a.num_tokens;
+    const int64_t in = a.weight.in, out = a.weight.out;
+    auto* tile_a = static_cast<uint16_t*>(scratch(kCublasA, kCublasTileRows * in * 2));
+    auto* tile_c = static_cast<float*>(scratch(kCublasC, kCublasTileRows * out * 4));
+    for (int64_t t0 = 0; t0 < rows; t0 += kCublasTileRows) {
+        const int64_t n = std::min(kCublasTileRows, rows - t0);
+        const float* x = a.rows != nullptr ? a.x : a.x + t0 * in;
+        const int32_t* r = a.rows != nullptr ? a.rows + t0 : nullptr;
+        launch_rows_to_f16(x, r, n, kCublasTileRows, in, tile_a, ctx());
+        const Status st = cublas_->gemm_f16_f32(tile_a, static_cast<const uint16_t*>(a.weight.w), tile_c,
+                                                kCublasTileRows, out, in);
+        VOLT_CHECK(st.is_ok()) << st.to_string();
+        launch_bias_rows(tile_c, a.weight.b, n, out, a.y + t0 * out, ctx());
+    }
+}
+
+void CudaBackend::router(const ops::RouterArgs& a) {
+    const int64_t T = a.num_tokens, E = a.router.out;
+    if (T <= 0) return;
+    auto* logits = static_cast<float*>(scratch(kRouterLogits, std::max(T, limits_.max_tokens) * E * 4));
+    ops::LinearArgs la{.x = a.x, .weight = a.router, .y = logits, .num_tokens = T};
+    launch_linear(la, Operand::kF32, ctx());
+    launch_router_topk(logits, T, E, a.top_k, a.expert_ids, a.expert_weights, ctx());
+}
+
+void CudaBackend::experts(const ops::ExpertsArgs& a) {
+    const int64_t T = a.num_tokens;
+    if (T <= 0) return;
+    const int64_t pairs = std::max(T, limits_.max_tokens) * a.top_k;
+    auto* act = static_cast<float*>(scratch(kExpertAct, pairs * a.down.in * 4));
+    auto* y = static_cast<float*>(scratch(kExpertY, pairs * a.down.out * 4));
+    launch_experts(a, act, y, ctx());
+}
+
+void CudaBackend::sample(const ops::SampleArgs& a) {
+    if (a.num_rows <= 0) return;
+    const int64_t per_launch = std::min(a.num_rows, kSampleRowsPerLaunch);
+    void* s = scratch(kSampleRows, per_launch * sample_scratch_bytes_per_row(a.vocab_size_real));
+    launch_sample(a, s, per_launch, ctx());
+}
+
+bool CudaBackend::cublas_self_test(std::string* why) {
+    // One GEMM of the linear layout with values exact in f16, through cuBLAS and through our kernel.
+    constexpr int64_t m = kCublasTileRows, n = 96, k = 320;
+    std::vector<float> x(m * k);
+    std::vector<uint16_t> w(n * k);
+    uint64_t s = 0x9E3779B97F4A7C15ull;
+    auto next = [&] {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        return static_cast<float>(static_cast<int64_t>(s >> 40) % 2001 - 1000) /
+               512.0f;  // k/512, exact in f16
+    };
+    for (float& v : x) v = next();
+    for (uint16_t& v : w) v = f32_to_f16(next());
+    auto dx = alloc(m * k * 4), dw = alloc(n * k * 2), dy = alloc(m * n * 4), da = alloc(m * k * 2),
+         dc = alloc(m * n * 4);
+    if (!dx.is_ok() || !dw.is_ok() || !dy.is_ok() || !da.is_ok() || !dc.is_ok()) {
+        *why = "no memory for the test";
+        return false;
+    }
+    upload(dx->data(), x.data(), m * k * 4);
+    upload(dw->data(), w.data(), n * k * 2);
+    ops::DenseWeight weight;
+    weight.format = ops::Format::kF16;
+    weight.w = dw->data();
+    weight.out = n;
+    weight.in = k;
+    launch_linear({.x = dx->as<float>(), .weight = weight, .y = dy->as<float>(), .num_tokens = m},
+                  Operand::kF16, ctx());
+    launch_rows_to_f16(dx->as<float>(), nullptr, m, m, k, da->as<uint16_t>(), ctx());
+    const Status st = cublas_->gemm_f16_f32(da->as<uint16_t>(), dw->as<uint16_t>(), dc->as<float>(), m, n, k);
+    if (!st.is_ok()) {
+        *why = st.to_string();
+        return false;
+    }
+    std::vector<float> ours(m * n), theirs(m * n);
+    download(ours.data(), dy->data(), m * n * 4);
+    download(theirs.data(), dc->data(), m * n * 4);
+    for (int64_t r = 0; r < m; ++r) {
+        for (int64_t o = 0; o < n; ++o) {
+            double mag = 0;
+            for (int64_t i = 0; i < k; ++i) mag += std::fabs(x[r * k + i] * f16_to_f32(w[o * k + i]));
+            const double diff = std::fabs(double(ours[r * n + o]) - double(theirs[r * n + o]));
+            if (!(diff <= 1e-3 * mag + 1e-5)) {  // a layout mistake is off by ~mag
+                *why = "C[" + std::to_string(r) + ", " + std::to_string(o) +
+                       "] = " + std::to_string(theirs[r * n + o]) + ", ours " +
+                       std::to_string(ours[r * n + o]);
+                return false;
+            }
+        }
+    }
+    return true;
+}
+
+}  // namespace volt::cuda

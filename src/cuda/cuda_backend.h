@@ -1,0 +1,112 @@
+// CudaBackend: ops::Backend on one NVIDIA GPU (docs/cuda.md). Memory: cudaMalloc'd buffers, one stream;
+// upload, download and synchronize wait for the stream (correct first; the asynchronous executor with
+// pinned staging and graphs is a later issue). Placement: dense bf16 weights become f16 under
+// --dtype half when the range check allows (placement.h), vectors become f32, MXFP4 experts stay packed,
+// dense bf16 experts are quantized to MXFP4 under --dtype half (with a notice). Ops: the kernels of
+// src/cuda/kernels through the dispatch table (dispatch.h), chosen once at creation and logged; the
+// coarse ops are the defaults built from the fine ops (src/ops/backend.cc), which suit these kernels.
+// Reference for every op: the CPU twin (src/cpu). Checked by the op harness (volt_op_test --backend
+// cuda), tests/unit/cuda/ (label cuda) and scripts/gpu/check.sh on the GPU machine.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cuda/cublas.h"
+#include "cuda/device.h"
+#include "cuda/dispatch.h"
+#include "cuda/launch.h"
+#include "ops/ops.h"
+
+namespace volt::cuda {
+
+struct CudaOptions {
+    std::string dtype = "auto";         // auto | half | float16 | float | float32 | bfloat16
+    std::string cuda_kernels = "auto";  // auto | sm70
+    int device = 0;
+};
+
+// --dtype to the operand precision on this device (auto: half below compute capability 8.0, as vLLM,
+// else bfloat16). Errors: kInvalidArgument for bfloat16 where the kernels that run are Volta's (vLLM's
+// message), or an unknown name. volta_kernels: the dispatch runs the sm_70 variants.
+Result<Operand> resolve_dtype(const std::string& dtype, const DeviceInfo& device, bool volta_kernels);
+
+class CudaBackend final : public ops::Backend {
+  public:
+    // Probes the device, chooses the kernels (and cuBLAS: loaded, self-tested), logs the choice once.
+    static Result<std::unique_ptr<CudaBackend>> create(const CudaOptions& options);
+    ~CudaBackend() override;
+
+    const char* name() const override { return "cuda"; }
+    const DeviceInfo& device() const { return device_; }
+    const Dispatch& dispatch() const { return dispatch_; }
+    Operand operand() const { return operand_; }
+    const std::string& cublas_status() const { return cublas_status_; }
+    // What `voltllm cuda-info` prints: one JSON object.
+    std::string info_json() const;
+
+    Result<ops::Buffer> alloc(int64_t bytes) override;
+    void release(void* data, int64_t bytes) override;
+    void upload(void* dst, const void* src, int64_t bytes) override;
+    void download(void* dst, const void* src, int64_t bytes) override;
+    void copy(void* dst, const void* src, int64_t bytes) override;
+    void fill(void* dst, uint8_t byte, int64_t bytes) override;
+    ops::MemoryStats memory() const override;
+    void synchronize() override;
+    Status reserve(const ops::WorkspaceLimits& limits) override;
+
+    Result<ops::DenseWeight> place_dense(const ops::DenseWeight& host, ops::WeightRole role,
+                                         std::vector<ops::Buffer>* owned) override;
+    Result<ops::QkvWeights> place_qkv(const ops::QkvWeights& host, std::vector<ops::Buffer>* owned) override;
+    Result<ops::ExpertWeights> place_experts(const ops::ExpertWeights& host,
+                                             std::vector<ops::Buffer>* owned) override;
+    Result<ops::VectorWeight> place_vector(const ops::VectorWeight& host,
+                                           std::vector<ops::Buffer>* owned) override;
+
+    void embedding(const ops::EmbeddingArgs& a) override;
+    void rmsnorm(const ops::RmsNormArgs& a) override;
+    void linear(const ops::LinearArgs& a) override;
+    void rope(const ops::RopeArgs& a) override;
+    void kv_write(const ops::KvWriteArgs& a) override;
+    void attention(const ops::AttentionArgs& a) override;
+    void router(const ops::RouterArgs& a) override;
+    void experts(const ops::ExpertsArgs& a) override;
+    void add(const ops::AddArgs& a) override;
+    void sample(const ops::SampleArgs& a) override;
+
+  private:
+    CudaBackend() = default;
+    Launch ctx() const { return {stream_, error_, operand_}; }
+    // Raises (VOLT_CHECK) the first data error a kernel reported; called after every wait.
+    void check_device_errors();
+    // A scratch buffer of at least `bytes`, grown (after the stream drains) when too small.
+    void* scratch(int slot, int64_t bytes);
+    Result<ops::Buffer> upload_bytes(const void* src, int64_t bytes);
+    Result<ops::VectorWeight> place_vector_f32(const ops::VectorWeight& host,
+                                               std::vector<ops::Buffer>* owned);
+    void linear_cublas(const ops::LinearArgs& a);
+    // One GEMM through cuBLAS and through linear_warp_f32acc; false (with *why) when they disagree.
+    bool cublas_self_test(std::string* why);
+
+    DeviceInfo device_;
+    Dispatch dispatch_;
+    Operand operand_ = Operand::kF32;
+    bool quantize_dense_experts_ = false;
+    cudaStream_t stream_ = nullptr;
+    int* error_ = nullptr;
+    std::unique_ptr<Cublas> cublas_;
+    std::string cublas_status_;
+    ops::WorkspaceLimits limits_;
+    struct Scratch {
+        void* data = nullptr;
+        int64_t bytes = 0;
+    };
+    std::vector<Scratch> scratch_;
+    // Placement summary, logged when lm_head (the last dense weight of a model) is placed.
+    int64_t placed_bytes_ = 0, dense_to_f16_ = 0, dense_kept_bf16_ = 0, experts_quantized_ = 0;
+};
+
+}  // namespace volt::cuda

@@ -1,0 +1,181 @@
+// Device helpers shared by the kernels: exact widening of the weight formats to f32, operand rounding
+// (launch.h Operand), fixed-order warp and block reductions, the device error word. Nothing here uses an
+// instruction newer than sm_70: bf16 is widened and rounded with integer operations only.
+// Determinism: a warp sum is an xor butterfly (every lane ends with the same bits, the order fixed by
+// the lane layout); a block sum adds the warps' sums with one more butterfly. Orders depend on the
+// block size and the data's length, never on how many rows a launch holds.
+#pragma once
+
+#include <cuda_fp16.h>
+
+#include <climits>
+#include <cstdint>
+
+#include "cuda/launch.h"
+#include "ops/weights.h"
+
+namespace volt::cuda {
+
+inline constexpr unsigned kFullMask = 0xffffffffu;
+
+// ---- formats ----
+__device__ __forceinline__ float bf16_to_f32(uint16_t h) { return __uint_as_float(uint32_t(h) << 16); }
+__device__ __forceinline__ float f16_to_f32(uint16_t h) { return __half2float(__ushort_as_half(h)); }
+
+// f32 -> bf16 -> f32, round to nearest even (core/dtype.h f32_to_bf16), NaN kept.
+__device__ __forceinline__ float round_to_bf16(float x) {
+    uint32_t u = __float_as_uint(x);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return x;
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return __uint_as_float(u & 0xffff0000u);
+}
+__device__ __forceinline__ float round_to_f16(float x) { return __half2float(__float2half_rn(x)); }
+
+template <Operand O>
+__device__ __forceinline__ float operand(float x) {
+    if constexpr (O == Operand::kF16) return round_to_f16(x);
+    if constexpr (O == Operand::kBf16) return round_to_bf16(x);
+    return x;
+}
+
+// Dense weight formats as template tags (the launchers switch on ops::Format once).
+enum class WFmt : int { kF32 = 0, kF16 = 1, kBf16 = 2 };
+
+template <WFmt F>
+__device__ __forceinline__ float load_w(const void* p, int64_t i) {
+    if constexpr (F == WFmt::kF32) return static_cast<const float*>(p)[i];
+    if constexpr (F == WFmt::kF16) return f16_to_f32(static_cast<const uint16_t*>(p)[i]);
+    return bf16_to_f32(static_cast<const uint16_t*>(p)[i]);
+}
+
+// A vector weight (norm gain, sink, bias) element in its stored format; absent (null) reads 0.
+struct DeviceVector {
+    const void* data = nullptr;
+    int format = 0;  // 0 f32, 1 f16, 2 bf16
+};
+inline DeviceVector device_vector(const ops::VectorWeight& v) {
+    DeviceVector d;
+    d.data = v.data;
+    d.format = v.format == ops::Format::kF32 ? 0 : v.format == ops::Format::kF16 ? 1 : 2;
+    return d;
+}
+__device__ __forceinline__ float load_vec(const DeviceVector& v, int64_t i) {
+    if (v.data == nullptr) return 0.0f;
+    if (v.format == 0) return static_cast<const float*>(v.data)[i];
+    const uint16_t h = static_cast<const uint16_t*>(v.data)[i];
+    return v.format == 1 ? f16_to_f32(h) : bf16_to_f32(h);
+}
+
+// ---- reductions ----
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(kFullMask, v, o);
+    return v;
+}
+__device__ __forceinline__ double warp_sum(double v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(kFullMask, v, o);
+    return v;
+}
+__device__ __forceinline__ int warp_sum(int v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(kFullMask, v, o);
+    return v;
+}
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(kFullMask, v, o));
+    return v;
+}
+
+// Sum over a block of kThreads (a multiple of 32, at most 1024) threads; every thread gets the result.
+// `smem` holds 32 T. Contains __syncthreads: every thread of the block must call it.
+template <int kThreads, typename T>
+__device__ __forceinline__ T block_sum(T v, T* smem) {
+    static_assert(kThreads % 32 == 0 && kThreads <= 1024, "block size");
+    constexpr int kWarps = kThreads / 32;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    v = warp_sum(v);
+    __syncthreads();  // smem may still be read by a previous call
+    if (lane == 0) smem[warp] = v;
+    __syncthreads();
+    T w = lane < kWarps ? smem[lane] : T(0);
+    return warp_sum(w);
+}
+
+template <int kThreads>
+__device__ __forceinline__ float block_max(float v, float* smem) {
+    constexpr int kWarps = kThreads / 32;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    v = warp_max(v);
+    __syncthreads();
+    if (lane == 0) smem[warp] = v;
+    __syncthreads();
+    float w = lane < kWarps ? smem[lane] : -__int_as_float(0x7f800000);
+    return warp_max(w);
+}
+
+__device__ __forceinline__ int warp_max(int v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v = max(v, __shfl_xor_sync(kFullMask, v, o));
+    return v;
+}
+template <int kThreads>
+__device__ __forceinline__ int block_max(int v, int* smem) {
+    constexpr int kWarps = kThreads / 32;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    v = warp_max(v);
+    __syncthreads();
+    if (lane == 0) smem[warp] = v;
+    __syncthreads();
+    const int w = lane < kWarps ? smem[lane] : INT_MIN;
+    return warp_max(w);
+}
+
+// (value, id) with the order "larger value first, ties: lower id first" (the CPU's argmax and top-k).
+struct Ranked {
+    float value;
+    int32_t id;  // -1: none
+};
+__device__ __forceinline__ bool ranks_before(const Ranked& a, const Ranked& b) {
+    if (b.id < 0) return a.id >= 0;
+    if (a.id < 0) return false;
+    return a.value > b.value || (a.value == b.value && a.id < b.id);
+}
+__device__ __forceinline__ Ranked warp_best(Ranked r) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        Ranked other;
+        other.value = __shfl_xor_sync(kFullMask, r.value, o);
+        other.id = __shfl_xor_sync(kFullMask, r.id, o);
+        if (ranks_before(other, r)) r = other;
+    }
+    return r;
+}
+// `smem` holds 32 Ranked.
+template <int kThreads>
+__device__ __forceinline__ Ranked block_best(Ranked r, Ranked* smem) {
+    constexpr int kWarps = kThreads / 32;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    r = warp_best(r);
+    __syncthreads();
+    if (lane == 0) smem[warp] = r;
+    __syncthreads();
+    Ranked w = lane < kWarps ? smem[lane] : Ranked{0.0f, -1};
+    return warp_best(w);
+}
+
+__device__ __forceinline__ int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+__device__ __forceinline__ int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
+
+// ---- errors ----
+__device__ __forceinline__ void report_error(int* error, int code) {
+    if (error != nullptr) atomicCAS(error, 0, code);
+}
+
+// Blocks of a 1-D launch over n items with kThreads threads each (n > 0).
+inline unsigned grid_for(int64_t n, int threads) {
+    return static_cast<unsigned>((n + threads - 1) / threads);
+}
+
+}  // namespace volt::cuda

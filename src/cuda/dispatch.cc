@@ -1,0 +1,97 @@
+#include "cuda/dispatch.h"
+
+#include <cstring>
+
+namespace volt::cuda {
+
+namespace {
+
+// The table. Order: each op's most general variant first; choose_dispatch takes the last usable one.
+constexpr KernelVariant kTable[] = {
+    {OpKind::kEmbedding, "embedding_rows_f32out", 70, false, "one block per token, weights widened exactly"},
+    {OpKind::kRmsNorm, "rmsnorm_f32_block256", 70, false, "one block per row, f32 sum of squares"},
+    {OpKind::kLinear, "linear_warp_f32acc", 70, false,
+     "one warp per output unit, rows in tiles of 8, operands rounded to --dtype, f32 accumulation"},
+    {OpKind::kLinear, "linear_cublas_f16_tiles64", 70, true,
+     "f16 weights and f16 operands only: cublasGemmEx in fixed tiles of 64 rows (padded), f32 out"},
+    {OpKind::kRope, "rope_neox_yarn_f32", 70, false, "one block per token, cosf/sinf in f32"},
+    {OpKind::kKvWrite, "kv_write_rows", 70, false, "one block per token, f32 or f16 cache"},
+    {OpKind::kAttention, "attention_warp_online_sink", 70, false,
+     "one warp per (row, head), online softmax seeded with the sink, no split-KV"},
+    {OpKind::kRouter, "router_warp_topk_f32", 70, false,
+     "logits by linear_warp with f32 operands, warp top-k"},
+    {OpKind::kExperts, "experts_warp_mxfp4_3pass", 70, false,
+     "gate_up+SwiGLU, down+bias, weighted combine; MXFP4 decoded in registers, E8M0 in f32"},
+    {OpKind::kAdd, "add_f32", 70, false, "elementwise"},
+    {OpKind::kSample, "sample_block1024_f64", 70, false, "one block per row, f64 sums, exact top-k"},
+};
+
+}  // namespace
+
+const char* op_name(OpKind op) {
+    static const char* const kNames[] = {"embedding", "rmsnorm", "linear",  "rope", "kv_write",
+                                         "attention", "router",  "experts", "add",  "sample"};
+    return kNames[static_cast<int>(op)];
+}
+
+const KernelVariant* kernel_table(int* count) {
+    *count = static_cast<int>(sizeof(kTable) / sizeof(kTable[0]));
+    return kTable;
+}
+
+bool Dispatch::uses(OpKind op, const char* name) const {
+    const KernelVariant* v = of(op);
+    return v != nullptr && std::strcmp(v->name, name) == 0;
+}
+
+bool cublas_allowed(const DispatchInput& in, std::string* why_not) {
+    if (in.force_sm70) {
+        *why_not = "off: --cuda-kernels sm70 (the Volta kernels only)";
+        return false;
+    }
+    // Volta (or Xavier) code on a Turing-or-newer GPU only happens in a compute_70 PTX-only build or
+    // when a fat binary's sm_70 code is all it has: that run stands for a V100.
+    if (in.kernel_arch > 0 && in.kernel_arch < 750 && in.cc >= 75) {
+        *why_not = "off: this build runs compute_" + std::to_string(in.kernel_arch / 10) +
+                   " code on a compute capability " + std::to_string(in.cc / 10) + "." +
+                   std::to_string(in.cc % 10) + " GPU (testing the Volta path, as on a V100)";
+        return false;
+    }
+    return true;
+}
+
+Dispatch choose_dispatch(const DispatchInput& in) {
+    Dispatch d;
+    std::string ignored;
+    d.sm70_only = !cublas_allowed(in, &ignored);
+    d.cc_used = d.sm70_only ? 70 : in.cc;
+    d.why = in.force_sm70 ? "--cuda-kernels sm70"
+            : d.sm70_only ? "compute_" + std::to_string(in.kernel_arch / 10) + " code on a cc " +
+                                std::to_string(in.cc / 10) + "." + std::to_string(in.cc % 10) + " GPU"
+                          : "auto";
+    int n = 0;
+    const KernelVariant* table = kernel_table(&n);
+    for (int i = 0; i < n; ++i) {
+        const KernelVariant& v = table[i];
+        if (v.min_cc > d.cc_used) continue;
+        if (v.needs_cublas && (d.sm70_only || !in.cublas_ready)) continue;
+        d.variant[static_cast<int>(v.op)] = &v;
+    }
+    return d;
+}
+
+std::string describe(const Dispatch& d) {
+    std::string s;
+    for (int i = 0; i < static_cast<int>(OpKind::kCount); ++i) {
+        const KernelVariant* v = d.variant[i];
+        if (i > 0) s += ' ';
+        s += op_name(static_cast<OpKind>(i));
+        s += '=';
+        s += v ? v->name : "none";
+    }
+    s += " (for cc " + std::to_string(d.cc_used / 10) + "." + std::to_string(d.cc_used % 10) + ", " + d.why +
+         ")";
+    return s;
+}
+
+}  // namespace volt::cuda

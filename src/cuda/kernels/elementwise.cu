@@ -1,0 +1,71 @@
+// Elementwise kernels: the residual add (ops::AddArgs; cpu::add), and the two helpers of the cuBLAS
+// linear path (cuda_backend.cc): activations rounded to f16 into a zero-padded tile, and the bias added
+// to the f32 GEMM result while copying it out.
+#include <algorithm>
+
+#include "cuda/cuda_check.h"
+#include "cuda/device_util.cuh"
+
+namespace volt::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+__global__ void add_kernel(const float* __restrict__ x, float* __restrict__ y, int64_t n) {
+    for (int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x; i < n;
+         i += static_cast<int64_t>(gridDim.x) * kThreads)
+        y[i] += x[i];
+}
+
+// grid padded_rows: dst[r] = f16(x[rows ? rows[r] : r]) or zeros.
+__global__ void rows_to_f16_kernel(const float* __restrict__ x, const int32_t* __restrict__ rows,
+                                   int64_t num_rows, int64_t cols, uint16_t* __restrict__ dst, int* error) {
+    const int64_t r = blockIdx.x;
+    uint16_t* out = dst + r * cols;
+    if (r >= num_rows) {
+        for (int64_t c = threadIdx.x; c < cols; c += kThreads) out[c] = 0;
+        return;
+    }
+    int64_t src = rows != nullptr ? rows[r] : r;
+    if (src < 0) {
+        if (threadIdx.x == 0) report_error(error, kBadRow);
+        src = 0;
+    }
+    const float* in = x + src * cols;
+    for (int64_t c = threadIdx.x; c < cols; c += kThreads) out[c] = __half_as_ushort(__float2half_rn(in[c]));
+}
+
+__global__ void bias_rows_kernel(const float* __restrict__ c, DeviceVector b, int64_t out,
+                                 float* __restrict__ y) {
+    const int64_t r = blockIdx.x;
+    for (int64_t o = threadIdx.x; o < out; o += kThreads) y[r * out + o] = c[r * out + o] + load_vec(b, o);
+}
+
+}  // namespace
+
+void launch_add(const ops::AddArgs& a, const Launch& ctx) {
+    if (a.n <= 0) return;
+    const unsigned grid = static_cast<unsigned>(std::min<int64_t>(grid_for(a.n, kThreads), 65535));
+    add_kernel<<<grid, kThreads, 0, ctx.stream>>>(a.x, a.y, a.n);
+    VOLT_CUDA_CHECK_LAUNCH();
+}
+
+void launch_rows_to_f16(const float* x, const int32_t* rows, int64_t num_rows, int64_t padded_rows,
+                        int64_t cols, uint16_t* dst, const Launch& ctx) {
+    if (padded_rows <= 0) return;
+    VOLT_CHECK(padded_rows >= num_rows && padded_rows < (int64_t{1} << 31));
+    rows_to_f16_kernel<<<static_cast<unsigned>(padded_rows), kThreads, 0, ctx.stream>>>(x, rows, num_rows,
+                                                                                        cols, dst, ctx.error);
+    VOLT_CUDA_CHECK_LAUNCH();
+}
+
+void launch_bias_rows(const float* c, const ops::VectorWeight& b, int64_t num_rows, int64_t out, float* y,
+                      const Launch& ctx) {
+    if (num_rows <= 0) return;
+    VOLT_CHECK(num_rows < (int64_t{1} << 31));
+    bias_rows_kernel<<<static_cast<unsigned>(num_rows), kThreads, 0, ctx.stream>>>(c, device_vector(b), out,
+                                                                                   y);
+    VOLT_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace volt::cuda

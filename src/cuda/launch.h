@@ -1,0 +1,80 @@
+// The launchers of the CUDA kernels (src/cuda/kernels/*.cu): what the backend (cuda_backend.cc) calls,
+// one function per kernel, each taking the op's Args (ops/ops.h, pointers in device memory) plus a
+// Launch context. Every launcher checks its shape preconditions on the host (VOLT_CHECK), launches on
+// ctx.stream and checks the launch error. Errors the device finds in the data (a token id outside the
+// vocabulary, a key in a freed block) are written to ctx.error (first one wins, kernels go on with a
+// defined value) and raised by the backend at its next download or synchronize. C++17: .cu files
+// include it. Numerics of each kernel: docs/cuda.md and the top of its .cu file.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "ops/ops.h"
+
+namespace volt::cuda {
+
+// The operand precision of the matmul-like kernels (linear, experts, attention): activations are f32
+// between ops; as operands they are rounded to this format in registers (what a tensor-core kernel of
+// that format computes), multiplied by weights widened exactly to f32, and accumulated in f32.
+// kF32 rounds nothing (the reference mode, --dtype float).
+enum class Operand : int { kF32 = 0, kF16 = 1, kBf16 = 2 };
+const char* operand_name(Operand o);
+
+// Error codes kernels write to Launch::error (cuda_backend.cc holds the message table).
+enum DeviceError : int {
+    kDeviceOk = 0,
+    kBadTokenId = 1,   // embedding: id outside [0, V)
+    kFreedBlock = 2,   // attention: a key position in a block table entry < 0
+    kBadSlot = 3,      // kv_write / attention: slot outside the pool
+    kBadExpertId = 4,  // experts: expert id outside [0, E)
+    kBadSampleId = 5,  // sample: an allowed/bias/penalty/target id outside [0, vocab_size_real)
+    kBadRow = 6,       // rmsnorm / linear: a negative row index
+    kNumDeviceErrors = 7,
+};
+
+struct Launch {
+    cudaStream_t stream = nullptr;
+    int* error = nullptr;  // [1] device word, 0 while no kernel found bad data
+    Operand operand = Operand::kF32;
+};
+
+// ---- fine ops (reference: src/cpu/ops.cc, same contracts) ----
+void launch_embedding(const ops::EmbeddingArgs& a, const Launch& ctx);
+void launch_rmsnorm(const ops::RmsNormArgs& a, const Launch& ctx);
+// y = x W^T + b, one warp per output unit (kernels/linear.cu), x rounded to `operand`.
+void launch_linear(const ops::LinearArgs& a, Operand operand, const Launch& ctx);
+void launch_rope(const ops::RopeArgs& a, const Launch& ctx);
+void launch_kv_write(const ops::KvWriteArgs& a, const Launch& ctx);
+void launch_attention(const ops::AttentionArgs& a, const Launch& ctx);
+// Top-k + softmax over router logits [T, E] already computed (kernels/router.cu).
+void launch_router_topk(const float* logits, int64_t num_tokens, int64_t num_experts, int64_t top_k,
+                        int32_t* expert_ids, float* expert_weights, const Launch& ctx);
+
+// Experts in three kernels (kernels/experts.cu): gate_up + clamped SwiGLU into act [T*k, I], down + bias
+// into y [T*k, H], then out[t] += sum_j w[t, j] y[t*k + j] in j order. act and y: scratch.
+void launch_experts(const ops::ExpertsArgs& a, float* act, float* y, const Launch& ctx);
+
+void launch_add(const ops::AddArgs& a, const Launch& ctx);
+
+// ---- helpers of the cuBLAS path and of placement (kernels/elementwise.cu) ----
+// dst[r, c] = operand-rounded x[row r, c] as f16 for r < rows, 0 for rows <= r < padded_rows.
+void launch_rows_to_f16(const float* x, const int32_t* rows, int64_t num_rows, int64_t padded_rows,
+                        int64_t cols, uint16_t* dst, const Launch& ctx);
+// y[r, o] = c[r, o] + b[o] for r < num_rows (b may be absent).
+void launch_bias_rows(const float* c, const ops::VectorWeight& b, int64_t num_rows, int64_t out, float* y,
+                      const Launch& ctx);
+
+// ---- the sample op (kernels/sample.cu; reference src/cpu/sample.cc) ----
+// Bytes of scratch per row: the processed logits [V] f32 and a counter per id [V] i32.
+int64_t sample_scratch_bytes_per_row(int64_t vocab_size_real);
+// Rows [0, num_rows) in launches of at most rows_per_launch rows (scratch holds that many rows).
+void launch_sample(const ops::SampleArgs& a, void* scratch, int64_t rows_per_launch, const Launch& ctx);
+
+// ---- the probe (kernels/probe.cu) ----
+// __CUDA_ARCH__ of the code the device actually runs (700 in a compute_70 PTX build, 900 for sm_90 SASS);
+// minus the cudaError_t when this binary holds no code the device can run.
+int probe_kernel_arch();
+
+}  // namespace volt::cuda

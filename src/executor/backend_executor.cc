@@ -1,0 +1,190 @@
+#include "executor/backend_executor.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/check.h"
+
+namespace volt::executor {
+
+using namespace engine;  // the seam's types
+
+namespace {
+constexpr int64_t kLogitsChunkRows = 256;
+
+// Appends n elements at an 8-byte aligned offset of `bytes`; returns the offset.
+template <typename T>
+int64_t stage(std::vector<uint8_t>& bytes, const T* src, int64_t n) {
+    const int64_t off = (static_cast<int64_t>(bytes.size()) + 7) / 8 * 8;
+    bytes.resize(off + n * static_cast<int64_t>(sizeof(T)));
+    if (n > 0) std::memcpy(bytes.data() + off, src, n * sizeof(T));
+    return off;
+}
+// Room for n elements of T at an 8-byte aligned offset (left zero); returns the offset.
+template <typename T>
+int64_t room(std::vector<uint8_t>& bytes, int64_t n) {
+    const int64_t off = (static_cast<int64_t>(bytes.size()) + 7) / 8 * 8;
+    bytes.resize(off + n * static_cast<int64_t>(sizeof(T)));
+    return off;
+}
+}  // namespace
+
+BackendExecutor::BackendExecutor(std::shared_ptr<const model::ModelWeights> weights,
+                                 std::unique_ptr<ops::Backend> backend, ops::Format kv_format,
+                                 int max_in_flight)
+    : SyncExecutor(max_in_flight),
+      weights_(std::move(weights)),
+      kv_format_(kv_format),
+      backend_(std::move(backend)) {}
+
+Result<std::unique_ptr<BackendExecutor>> BackendExecutor::create(
+    std::shared_ptr<const model::ModelWeights> weights, std::unique_ptr<ops::Backend> backend,
+    ops::Format kv_format, int max_in_flight) {
+    std::unique_ptr<BackendExecutor> ex(
+        new BackendExecutor(std::move(weights), std::move(backend), kv_format, max_in_flight));
+    VOLT_RETURN_IF_ERROR(ex->place());
+    return ex;
+}
+
+Status BackendExecutor::place() {
+    VOLT_ASSIGN_OR_RETURN(auto placed, model::place_model(weights_, *backend_));
+    forward_ = std::make_unique<model::Forward>(std::move(placed), *backend_);
+    return Status::ok();
+}
+
+ExecutorInfo BackendExecutor::info() const {
+    const model::GptOssConfig& c = weights_->config;
+    ExecutorInfo info;
+    info.vocab_size = c.vocab_size;
+    info.max_position_embeddings = c.max_position_embeddings;
+    for (int64_t id : c.eos_token_ids) info.eos_token_ids.push_back(static_cast<int32_t>(id));
+    info.has_group[0] = info.has_group[1] = false;
+    for (int64_t l = 0; l < c.num_hidden_layers; ++l) info.has_group[model::kv_group_of(c, l)] = true;
+    info.sliding_window = info.has_group[1] ? c.sliding_window : 0;
+    return info;
+}
+
+int64_t BackendExecutor::bytes_per_block(int64_t block_size, int group) const {
+    return model::KvStore::bytes_per_block(weights_->config, block_size, group, kv_format_);
+}
+
+ExecutorMemory BackendExecutor::memory() const {
+    const ops::MemoryStats m = backend_->memory();
+    return {m.total_bytes, m.free_bytes};
+}
+
+Status BackendExecutor::init_cache(const CacheConfig& c) {
+    VOLT_ASSIGN_OR_RETURN(
+        cache_, model::KvStore::create(*backend_, weights_->config, c.block_size, c.num_blocks, kv_format_));
+    VOLT_ASSIGN_OR_RETURN(
+        ws_, model::Workspace::create(*backend_, weights_->config,
+                                      std::max<int64_t>(c.max_num_batched_tokens, 1), kLogitsChunkRows));
+    VOLT_RETURN_IF_ERROR(backend_->reserve({c.max_num_batched_tokens, c.max_num_seqs, c.max_model_len}));
+    builder_.init(c.max_num_seqs);
+    set_num_slots(c.max_num_seqs);
+    return Status::ok();
+}
+
+Status BackendExecutor::sample_chunk(const std::vector<ops::SampleRow>& rows, int64_t first, int64_t V,
+                                     int64_t V_real) {
+    const auto n = static_cast<int64_t>(rows.size());
+    // Layout: outputs first (one download), then the rows, then each row's id lists.
+    std::vector<uint8_t>& s = sample_staging_;
+    s.clear();
+    const int64_t out_tokens = room<int32_t>(s, n);
+    const int64_t out_lp = room<float>(s, n);
+    const int64_t out_top_ids = room<int32_t>(s, n * kMaxLogprobs);
+    const int64_t out_top_lp = room<float>(s, n * kMaxLogprobs);
+    const int64_t out_bytes = static_cast<int64_t>(s.size());
+    const int64_t rows_off = stage(s, rows.data(), n);
+    struct Offsets {
+        int64_t bias_ids, bias_values, allowed, prompt, output;
+    };
+    std::vector<Offsets> offs(n);
+    for (int64_t i = 0; i < n; ++i) {
+        const ops::SampleRow& r = rows[i];
+        offs[i].bias_ids = stage(s, r.bias_ids, r.num_bias);
+        offs[i].bias_values = stage(s, r.bias_values, r.num_bias);
+        offs[i].allowed = stage(s, r.allowed_ids, r.num_allowed);
+        offs[i].prompt = stage(s, r.prompt_ids, r.num_prompt);
+        offs[i].output = stage(s, r.output_ids, r.num_output);
+    }
+    const auto bytes = static_cast<int64_t>(s.size());
+    if (sample_device_.bytes() < bytes) {
+        VOLT_ASSIGN_OR_RETURN(sample_device_, backend_->alloc(std::max<int64_t>(bytes * 5 / 4, 4096)));
+    }
+    auto* base = static_cast<uint8_t*>(sample_device_.data());
+    // Row pointers into the device copy of the lists (the logits pointer already is backend memory).
+    auto* staged_rows = reinterpret_cast<ops::SampleRow*>(s.data() + rows_off);
+    for (int64_t i = 0; i < n; ++i) {
+        ops::SampleRow& r = staged_rows[i];
+        r.bias_ids = reinterpret_cast<const int32_t*>(base + offs[i].bias_ids);
+        r.bias_values = reinterpret_cast<const float*>(base + offs[i].bias_values);
+        r.allowed_ids = reinterpret_cast<const int32_t*>(base + offs[i].allowed);
+        r.prompt_ids = reinterpret_cast<const int32_t*>(base + offs[i].prompt);
+        r.output_ids = reinterpret_cast<const int32_t*>(base + offs[i].output);
+    }
+    backend_->upload(base, s.data(), bytes);
+    ops::SampleArgs args;
+    args.rows = reinterpret_cast<const ops::SampleRow*>(base + rows_off);
+    args.num_rows = n;
+    args.vocab_size = V;
+    args.vocab_size_real = V_real;
+    args.tokens = reinterpret_cast<int32_t*>(base + out_tokens);
+    args.logprobs = reinterpret_cast<float*>(base + out_lp);
+    args.top_ids = reinterpret_cast<int32_t*>(base + out_top_ids);
+    args.top_logprobs = reinterpret_cast<float*>(base + out_top_lp);
+    args.max_top = kMaxLogprobs;
+    backend_->sample(args);
+    sample_out_.resize(out_bytes);
+    backend_->download(sample_out_.data(), base, out_bytes);
+    std::memcpy(tokens_.data() + first, sample_out_.data() + out_tokens, n * sizeof(int32_t));
+    std::memcpy(logprobs_.data() + first, sample_out_.data() + out_lp, n * sizeof(float));
+    std::memcpy(top_ids_.data() + first * kMaxLogprobs, sample_out_.data() + out_top_ids,
+                n * kMaxLogprobs * sizeof(int32_t));
+    std::memcpy(top_logprobs_.data() + first * kMaxLogprobs, sample_out_.data() + out_top_lp,
+                n * kMaxLogprobs * sizeof(float));
+    return Status::ok();
+}
+
+Status BackendExecutor::run(const StepBatch& b, StepResult* result) {
+    VOLT_CHECK(!cache_.layers().empty()) << "init_cache before the first step";
+    const model::GptOssConfig& c = weights_->config;
+    const int64_t V = c.vocab_size;
+
+    builder_.apply_table_updates(b);
+    for (int g = 0; g < kNumKvGroups; ++g) {
+        copy_src_.clear();
+        copy_dst_.clear();
+        for (const BlockCopy& cp : b.copies) {
+            if (cp.group != g) continue;
+            copy_src_.push_back(cp.src);
+            copy_dst_.push_back(cp.dst);
+        }
+        if (copy_src_.empty()) continue;
+        group_layers_.clear();
+        for (int64_t l = 0; l < c.num_hidden_layers; ++l)
+            if (model::kv_group_of(c, l) == g) group_layers_.push_back(cache_.layers()[l]);
+        backend_->copy_blocks({group_layers_.data(), static_cast<int64_t>(group_layers_.size()),
+                               copy_src_.data(), copy_dst_.data(), static_cast<int64_t>(copy_src_.size()),
+                               cache_.block_bytes()});
+    }
+
+    VOLT_ASSIGN_OR_RETURN(model::ForwardBatch fb, upload_.upload(*backend_, builder_.build(b)));
+    const auto R = static_cast<int64_t>(b.logits_rows.size());
+    tokens_.resize(R);
+    logprobs_.resize(R);
+    top_ids_.resize(R * kMaxLogprobs);
+    top_logprobs_.resize(R * kMaxLogprobs);
+    Status sampled = Status::ok();
+    forward_->run(fb, cache_.layers(), ws_, [&](int64_t first, int64_t count, const float* logits) {
+        if (!sampled.is_ok()) return;
+        const std::vector<ops::SampleRow>& rows = builder_.sample_rows(b, first, count, logits, V);
+        sampled = sample_chunk(rows, first, V, b.vocab_size_real > 0 ? b.vocab_size_real : V);
+    });
+    VOLT_RETURN_IF_ERROR(sampled);
+    fill_result(b, tokens_, logprobs_, top_ids_, top_logprobs_, kMaxLogprobs, result);
+    return Status::ok();
+}
+
+}  // namespace volt::executor

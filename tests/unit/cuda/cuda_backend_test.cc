@@ -1,0 +1,717 @@
+// The CUDA backend on the GPU (CTest label `cuda`; every test skips with a message where no GPU is
+// found): each op against its CPU twin (src/cpu, itself checked against transformers) on fresh random
+// inputs with the output poisoned first, at shapes named after the kernels' edges (one warp, partial row
+// tiles, head_dim 16..128, GQA ratios, windows, vocabularies of 1,000 and 201,088); and batch invariance
+// of the whole forward pass: a sequence's logits bitwise equal alone and inside a batch of 17 (prefill
+// and decode), in every dtype and with the Volta kernels forced. The op harness (tests/kernels,
+// volt_op_test --backend cuda) checks every op against a double-precision reference; this file is the
+// backend's own, and what scripts/gpu/check.sh runs under compute-sanitizer.
+// Data: the golden checkpoints (VOLT_SOURCE_DIR/tests/data/golden; the environment variable
+// VOLT_SOURCE_DIR overrides the build's path on the GPU machine).
+#include "cuda/cuda_backend.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "core/check.h"
+#include "core/dtype.h"
+#include "cpu/cpu_ops.h"
+#include "model/forward.h"
+#include "model/kv_store.h"
+#include "model/loader.h"
+#include "model/sequence_runner.h"
+
+namespace volt::cuda {
+namespace {
+
+std::string source_dir() {
+    const char* env = std::getenv("VOLT_SOURCE_DIR");
+    return env != nullptr && *env != 0 ? std::string(env) : std::string(VOLT_SOURCE_DIR);
+}
+
+// VOLT_CUDA_EDGE_ONLY=1 (scripts/gpu/check.sh under compute-sanitizer): only the small edge shapes, not
+// the model-size ones (hidden 2880, vocabulary 201,088), which the sanitizers would take minutes over.
+bool edge_only() {
+    const char* env = std::getenv("VOLT_CUDA_EDGE_ONLY");
+    return env != nullptr && std::string(env) == "1";
+}
+
+// A backend, or a skip with the reason (no GPU, no driver) when none can be made.
+// VOLT_CUDA_TEST_KERNELS=sm70 forces the Volta kernels (and no cuBLAS) in the op tests.
+std::unique_ptr<CudaBackend> make_backend(const std::string& dtype, const std::string& kernels = "") {
+    CudaOptions o;
+    o.dtype = dtype;
+    const char* env = std::getenv("VOLT_CUDA_TEST_KERNELS");
+    o.cuda_kernels = !kernels.empty() ? kernels : env != nullptr && *env != 0 ? std::string(env) : "auto";
+    auto b = CudaBackend::create(o);
+    if (!b.is_ok()) return nullptr;
+    return std::move(*b);
+}
+
+#define VOLT_NEED_GPU(backend)                                                                \
+    if (!(backend)) {                                                                         \
+        auto probe = probe_device(0);                                                         \
+        GTEST_SKIP() << "no CUDA device: "                                                    \
+                     << (probe.is_ok() ? "backend not created" : probe.status().to_string()); \
+    }
+
+template <typename T>
+ops::Buffer put(ops::Backend& b, const std::vector<T>& v) {
+    auto buf = b.alloc(static_cast<int64_t>(std::max<size_t>(v.size(), 1) * sizeof(T)));
+    VOLT_CHECK(buf.is_ok()) << buf.status().to_string();
+    b.upload(buf->data(), v.data(), static_cast<int64_t>(v.size() * sizeof(T)));
+    return std::move(*buf);
+}
+// A device buffer of n T filled with NaN bytes (0xff): every output must be written.
+template <typename T>
+ops::Buffer poisoned(ops::Backend& b, int64_t n) {
+    auto buf = b.alloc(std::max<int64_t>(n, 1) * static_cast<int64_t>(sizeof(T)));
+    VOLT_CHECK(buf.is_ok());
+    b.fill(buf->data(), 0xff, n * static_cast<int64_t>(sizeof(T)));
+    return std::move(*buf);
+}
+template <typename T>
+std::vector<T> get(ops::Backend& b, const ops::Buffer& buf, int64_t n) {
+    std::vector<T> v(n);
+    b.download(v.data(), buf.data(), n * static_cast<int64_t>(sizeof(T)));
+    return v;
+}
+
+std::vector<float> randn(int64_t n, uint64_t seed, float scale = 1.0f) {
+    std::mt19937_64 rng(seed);
+    std::normal_distribution<float> d(0.0f, scale);
+    std::vector<float> v(n);
+    for (auto& x : v) x = d(rng);
+    return v;
+}
+std::vector<uint16_t> to_bf16(const std::vector<float>& v) {
+    std::vector<uint16_t> o(v.size());
+    for (size_t i = 0; i < v.size(); ++i) o[i] = f32_to_bf16(v[i]);
+    return o;
+}
+std::vector<uint16_t> to_f16(const std::vector<float>& v) {
+    std::vector<uint16_t> o(v.size());
+    for (size_t i = 0; i < v.size(); ++i) o[i] = f32_to_f16(v[i]);
+    return o;
+}
+std::vector<float> rounded_f16(std::vector<float> v) {
+    for (auto& x : v) x = f16_to_f32(f32_to_f16(x));
+    return v;
+}
+
+// |a - b| <= rel * scale + abs for every element; reports the worst.
+void expect_close(const std::vector<float>& got, const std::vector<float>& want, double rel, double abs,
+                  const std::string& what) {
+    ASSERT_EQ(got.size(), want.size()) << what;
+    double scale = 0;
+    for (float w : want) scale = std::max(scale, std::fabs(double(w)));
+    double worst = 0;
+    size_t at = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+        const double d = std::fabs(double(got[i]) - double(want[i]));
+        if (!(d <= worst)) {
+            worst = d;
+            at = i;
+        }
+    }
+    EXPECT_LE(worst, rel * scale + abs)
+        << what << ": worst at " << at << ": " << got[at] << " vs " << want[at] << " (scale " << scale << ")";
+}
+
+// ---- fine ops against the CPU ----
+
+TEST(CudaOps, LinearMatchesCpuAtTileEdges) {
+    auto f32 = make_backend("float");
+    VOLT_NEED_GPU(f32);
+    auto f16 = make_backend("half");
+    struct Shape {
+        int64_t rows, out, in;
+        bool indexed;
+    };
+    const Shape shapes[] = {{1, 1, 32, false},    {3, 7, 48, false},     {8, 33, 64, true},
+                            {9, 100, 200, false}, {65, 257, 2880, true}, {130, 64, 96, false}};
+    for (const Shape& s : shapes) {
+        if (edge_only() && s.in > 1000) continue;
+        for (ops::Format fmt : {ops::Format::kBf16, ops::Format::kF16, ops::Format::kF32}) {
+            for (CudaBackend* gpu : {f32.get(), f16.get()}) {
+                const std::string what = "linear rows " + std::to_string(s.rows) + " out " +
+                                         std::to_string(s.out) + " in " + std::to_string(s.in) + " " +
+                                         ops::format_name(fmt) + " " + operand_name(gpu->operand());
+                const int64_t xrows = s.indexed ? s.rows + 5 : s.rows;
+                std::vector<float> x = randn(xrows * s.in, s.rows * 7 + s.in);
+                const std::vector<float> wf = randn(s.out * s.in, s.out + 3, 0.05f), bias = randn(s.out, 11);
+                std::vector<int32_t> rows(s.rows);
+                for (int64_t r = 0; r < s.rows; ++r) rows[r] = static_cast<int32_t>((r * 7 + 3) % xrows);
+                std::vector<uint16_t> w16 = fmt == ops::Format::kBf16 ? to_bf16(wf) : to_f16(wf);
+                const void* host_w =
+                    fmt == ops::Format::kF32 ? static_cast<const void*>(wf.data()) : w16.data();
+                ops::DenseWeight hw{
+                    fmt, host_w, nullptr, nullptr, 0, {ops::Format::kF32, bias.data(), s.out}, s.out, s.in};
+                std::vector<ops::Buffer> owned;
+                auto dw = gpu->place_dense(hw, ops::WeightRole::kAttention, &owned);
+                ASSERT_TRUE(dw.is_ok()) << dw.status().to_string();
+                ops::Buffer dx = put(*gpu, x), dr = put(*gpu, rows),
+                            dy = poisoned<float>(*gpu, s.rows * s.out);
+                ops::LinearArgs ga{
+                    .x = dx.as<float>(), .weight = *dw, .y = dy.as<float>(), .num_tokens = s.rows};
+                if (s.indexed) {
+                    ga.rows = dr.as<int32_t>();
+                    ga.num_rows = s.rows;
+                }
+                gpu->linear(ga);
+                const std::vector<float> got = get<float>(*gpu, dy, s.rows * s.out);
+                // The CPU twin with the operands the GPU multiplies (x rounded in half mode).
+                const std::vector<float> xo = gpu->operand() == Operand::kF16 ? rounded_f16(x) : x;
+                std::vector<float> want(s.rows * s.out);
+                ops::LinearArgs ca{.x = xo.data(), .weight = hw, .y = want.data(), .num_tokens = s.rows};
+                if (s.indexed) {
+                    ca.rows = rows.data();
+                    ca.num_rows = s.rows;
+                }
+                cpu::linear(ca);
+                expect_close(got, want, 2e-5, 1e-5, what);
+            }
+        }
+    }
+}
+
+TEST(CudaOps, RmsnormEmbeddingAddRope) {
+    auto gpu = make_backend("float");
+    VOLT_NEED_GPU(gpu);
+    for (int64_t H : {32, 64, 2880, 3200}) {
+        if (edge_only() && H > 64) continue;
+        const int64_t T = 5;
+        std::vector<float> x = randn(T * H, H, 3.0f);
+        const std::vector<uint16_t> w = to_bf16(randn(H, H + 1, 0.5f));
+        const std::vector<int32_t> rows = {4, 0, 2};
+        ops::VectorWeight hw{ops::Format::kBf16, w.data(), H};
+        std::vector<ops::Buffer> owned;
+        auto dw = gpu->place_vector(hw, &owned);
+        ASSERT_TRUE(dw.is_ok());
+        ops::Buffer dx = put(*gpu, x), dr = put(*gpu, rows), dy = poisoned<float>(*gpu, 3 * H);
+        gpu->rmsnorm({.x = dx.as<float>(),
+                      .w = *dw,
+                      .y = dy.as<float>(),
+                      .num_rows = 3,
+                      .hidden = H,
+                      .eps = 1e-5f,
+                      .rows = dr.as<int32_t>()});
+        std::vector<float> want(3 * H);
+        cpu::rmsnorm({.x = x.data(),
+                      .w = hw,
+                      .y = want.data(),
+                      .num_rows = 3,
+                      .hidden = H,
+                      .eps = 1e-5f,
+                      .rows = rows.data()});
+        expect_close(get<float>(*gpu, dy, 3 * H), want, 1e-6, 1e-6, "rmsnorm H " + std::to_string(H));
+        // In place, every row.
+        gpu->rmsnorm(
+            {.x = dx.as<float>(), .w = *dw, .y = dx.as<float>(), .num_rows = T, .hidden = H, .eps = 1e-5f});
+        std::vector<float> want_all(T * H);
+        cpu::rmsnorm(
+            {.x = x.data(), .w = hw, .y = want_all.data(), .num_rows = T, .hidden = H, .eps = 1e-5f});
+        expect_close(get<float>(*gpu, dx, T * H), want_all, 1e-6, 1e-6, "rmsnorm in place");
+    }
+    {  // embedding, then add
+        const int64_t V = 300, H = 96, T = 7;
+        const std::vector<uint16_t> table = to_bf16(randn(V * H, 5));
+        const std::vector<int32_t> ids = {0, 299, 17, 17, 150, 1, 298};
+        ops::DenseWeight ht{ops::Format::kBf16, table.data(), nullptr, nullptr, 0, {}, V, H};
+        std::vector<ops::Buffer> owned;
+        auto dt = gpu->place_dense(ht, ops::WeightRole::kEmbedding, &owned);
+        ASSERT_TRUE(dt.is_ok());
+        ops::Buffer di = put(*gpu, ids), dout = poisoned<float>(*gpu, T * H);
+        gpu->embedding({di.as<int32_t>(), *dt, dout.as<float>(), T});
+        std::vector<float> want(T * H);
+        cpu::embedding({ids.data(), ht, want.data(), T});
+        EXPECT_EQ(get<float>(*gpu, dout, T * H), want);
+        const std::vector<float> y = randn(T * H, 9);
+        ops::Buffer dy = put(*gpu, y);
+        gpu->add({dout.as<float>(), dy.as<float>(), T * H});
+        std::vector<float> sum = y;
+        cpu::add({want.data(), sum.data(), T * H});
+        EXPECT_EQ(get<float>(*gpu, dy, T * H), sum);
+    }
+    for (int64_t d : {16, 64, 80, 128}) {  // rope
+        const int64_t T = 4, nh = 3, nkv = 2;
+        std::vector<float> q = randn(T * nh * d, d), k = randn(T * nkv * d, d + 1);
+        const std::vector<int32_t> pos = {0, 1, 4095, 100000};
+        std::vector<float> inv(d / 2);
+        for (int64_t i = 0; i < d / 2; ++i) inv[i] = std::pow(150000.0f, -2.0f * i / d);
+        ops::Buffer dq = put(*gpu, q), dk = put(*gpu, k), dp = put(*gpu, pos), di = put(*gpu, inv);
+        gpu->rope(
+            {dq.as<float>(), dk.as<float>(), dp.as<int32_t>(), di.as<float>(), 1.3465736f, T, nh, nkv, d});
+        cpu::rope({q.data(), k.data(), pos.data(), inv.data(), 1.3465736f, T, nh, nkv, d});
+        expect_close(get<float>(*gpu, dq, T * nh * d), q, 2e-6, 2e-6, "rope q d " + std::to_string(d));
+        expect_close(get<float>(*gpu, dk, T * nkv * d), k, 2e-6, 2e-6, "rope k d " + std::to_string(d));
+    }
+}
+
+TEST(CudaOps, KvWriteAndAttentionMatchCpu) {
+    auto f32 = make_backend("float");
+    VOLT_NEED_GPU(f32);
+    auto f16 = make_backend("half");
+    struct Heads {
+        int64_t nh, nkv, d;
+    };
+    const Heads heads[] = {{4, 2, 16}, {8, 1, 64}, {2, 2, 80}, {16, 2, 128}, {6, 3, 32}};
+    // Three sequences: (keys before this step, new rows): a prefill, a decode, a chunk after a prefix.
+    const int64_t prior[3] = {0, 20, 37}, qlen[3] = {5, 1, 3};
+    const int64_t bs = 16, max_blocks = 4, num_blocks = 12;
+    for (const Heads& h : heads) {
+        for (ops::Format kvf : {ops::Format::kF32, ops::Format::kF16}) {
+            for (int64_t window : {0, 8}) {
+                for (CudaBackend* gpu : {f32.get(), f16.get()}) {
+                    const std::string what = "attention nh " + std::to_string(h.nh) + " nkv " +
+                                             std::to_string(h.nkv) + " d " + std::to_string(h.d) + " kv " +
+                                             ops::format_name(kvf) + " window " + std::to_string(window) +
+                                             " " + operand_name(gpu->operand());
+                    // Block tables: sequence s owns blocks 3s+2, 3s+1, 3s (reversed, to catch index
+                    // mistakes).
+                    std::vector<int32_t> tables(3 * max_blocks, -1);
+                    for (int64_t s = 0; s < 3; ++s)
+                        for (int64_t j = 0; j < 3; ++j)
+                            tables[s * max_blocks + j] = static_cast<int32_t>(3 * s + 2 - j);
+                    // Every key of every sequence is written through kv_write (one step holding them all).
+                    std::vector<int64_t> slots;
+                    for (int64_t s = 0; s < 3; ++s)
+                        for (int64_t j = 0; j < prior[s] + qlen[s]; ++j)
+                            slots.push_back(tables[s * max_blocks + j / bs] * bs + j % bs);
+                    slots.push_back(-1);  // skipped
+                    const auto nk = static_cast<int64_t>(slots.size());
+                    const int64_t row = h.nkv * h.d, elem = kvf == ops::Format::kF32 ? 4 : 2;
+                    const std::vector<float> k = randn(nk * row, h.d * 3), v = randn(nk * row, h.d * 5);
+                    std::vector<uint8_t> ck(num_blocks * bs * row * elem, 0), cv(ck.size(), 0);
+                    ops::KvLayer ckv{kvf, ck.data(), cv.data(), num_blocks, bs};
+                    cpu::kv_write({k.data(), v.data(), slots.data(), ckv, nk, h.nkv, h.d});
+                    auto gk = gpu->alloc(static_cast<int64_t>(ck.size()));
+                    auto gv = gpu->alloc(static_cast<int64_t>(cv.size()));
+                    ASSERT_TRUE(gk.is_ok() && gv.is_ok());
+                    gpu->fill(gk->data(), 0, static_cast<int64_t>(ck.size()));
+                    gpu->fill(gv->data(), 0, static_cast<int64_t>(cv.size()));
+                    ops::KvLayer gkv{kvf, gk->data(), gv->data(), num_blocks, bs};
+                    ops::Buffer dk = put(*gpu, k), dv = put(*gpu, v), ds = put(*gpu, slots);
+                    gpu->kv_write({dk.as<float>(), dv.as<float>(), ds.as<int64_t>(), gkv, nk, h.nkv, h.d});
+                    std::vector<uint8_t> back(ck.size());
+                    gpu->download(back.data(), gk->data(), static_cast<int64_t>(back.size()));
+                    EXPECT_EQ(back, ck) << what << ": K cache";
+
+                    const int64_t T = qlen[0] + qlen[1] + qlen[2];
+                    const std::vector<int32_t> lens = {5, 21, 40}, qsl = {0, 5, 6, 9};
+                    std::vector<float> q = randn(T * h.nh * h.d, h.nh + h.d);
+                    if (gpu->operand() == Operand::kF16) q = rounded_f16(q);
+                    const std::vector<uint16_t> sinks = to_bf16(randn(h.nh, 3));
+                    ops::VectorWeight hs{ops::Format::kBf16, sinks.data(), h.nh};
+                    std::vector<ops::Buffer> owned;
+                    auto dsinks = gpu->place_vector(hs, &owned);
+                    ASSERT_TRUE(dsinks.is_ok());
+                    ops::Buffer dq = put(*gpu, q), dl = put(*gpu, lens), dqsl = put(*gpu, qsl),
+                                dt = put(*gpu, tables), dout = poisoned<float>(*gpu, T * h.nh * h.d);
+                    const float scale = 1.0f / std::sqrt(static_cast<float>(h.d));
+                    gpu->attention({.q = dq.as<float>(),
+                                    .kv = gkv,
+                                    .seq_lens = dl.as<int32_t>(),
+                                    .query_start_loc = dqsl.as<int32_t>(),
+                                    .block_tables = dt.as<int32_t>(),
+                                    .sinks = *dsinks,
+                                    .out = dout.as<float>(),
+                                    .num_seqs = 3,
+                                    .num_tokens = T,
+                                    .num_heads = h.nh,
+                                    .num_kv_heads = h.nkv,
+                                    .head_dim = h.d,
+                                    .max_blocks = max_blocks,
+                                    .window = window,
+                                    .scale = scale,
+                                    .max_seq_len = 40});
+                    std::vector<float> want(T * h.nh * h.d);
+                    cpu::attention({.q = q.data(),
+                                    .kv = ckv,
+                                    .seq_lens = lens.data(),
+                                    .query_start_loc = qsl.data(),
+                                    .block_tables = tables.data(),
+                                    .sinks = hs,
+                                    .out = want.data(),
+                                    .num_seqs = 3,
+                                    .num_tokens = T,
+                                    .num_heads = h.nh,
+                                    .num_kv_heads = h.nkv,
+                                    .head_dim = h.d,
+                                    .max_blocks = max_blocks,
+                                    .window = window,
+                                    .scale = scale});
+                    // Half mode rounds p to f16 before it multiplies V (what a tensor-core kernel does).
+                    const double tol = gpu->operand() == Operand::kF16 ? 2e-3 : 2e-6;
+                    expect_close(get<float>(*gpu, dout, T * h.nh * h.d), want, tol, tol, what);
+                }
+            }
+        }
+    }
+}
+
+TEST(CudaOps, RouterAndExpertsMatchCpu) {
+    auto f32 = make_backend("float");
+    VOLT_NEED_GPU(f32);
+    auto f16 = make_backend("half");
+    for (int64_t E : {4, 32, 128}) {
+        for (int64_t k : {1, 2, 4}) {
+            if (k > E) continue;
+            const int64_t T = 6, H = 64;
+            const std::vector<float> x = randn(T * H, E + k);
+            std::vector<float> wr = randn(E * H, E * 3, 0.2f);
+            // Experts 1 and 2 identical: an exact tie, which goes to the lower index.
+            std::copy(wr.begin() + H, wr.begin() + 2 * H, wr.begin() + 2 * H);
+            const std::vector<uint16_t> w16 = to_bf16(wr);
+            std::vector<uint16_t> b16 = to_bf16(randn(E, 4, 0.1f));
+            b16[2] = b16[1];
+            ops::DenseWeight hw{ops::Format::kBf16,
+                                w16.data(),
+                                nullptr,
+                                nullptr,
+                                0,
+                                {ops::Format::kBf16, b16.data(), E},
+                                E,
+                                H};
+            std::vector<ops::Buffer> owned;
+            auto dw = f16->place_dense(hw, ops::WeightRole::kRouter, &owned);
+            ASSERT_TRUE(dw.is_ok());
+            ops::Buffer dx = put(*f16, x), di = poisoned<int32_t>(*f16, T * k),
+                        dwt = poisoned<float>(*f16, T * k);
+            f16->router({dx.as<float>(), *dw, di.as<int32_t>(), dwt.as<float>(), T, k});
+            std::vector<int32_t> ids(T * k);
+            std::vector<float> wts(T * k);
+            cpu::router({x.data(), hw, ids.data(), wts.data(), T, k});
+            EXPECT_EQ(get<int32_t>(*f16, di, T * k), ids) << "router E " << E << " k " << k;
+            expect_close(get<float>(*f16, dwt, T * k), wts, 1e-5, 1e-6, "router weights");
+        }
+    }
+    // Experts: MXFP4 (random codes and scales around 2^-4) and dense bf16, at a small and the real width.
+    for (int64_t H : {64, 2880}) {
+        if (edge_only() && H > 64) continue;
+        const int64_t I = H, E = 4, k = 2, T = H > 64 ? 2 : 5;
+        std::mt19937_64 rng(H);
+        auto make_mxfp4 = [&](int64_t out, int64_t in, std::vector<uint8_t>* blocks,
+                              std::vector<uint8_t>* scales) {
+            blocks->resize(E * out * in / 32 * 16);
+            scales->resize(E * out * in / 32);
+            for (auto& b : *blocks) b = static_cast<uint8_t>(rng());
+            for (auto& s : *scales) s = static_cast<uint8_t>(120 + rng() % 5);
+        };
+        std::vector<uint8_t> b1, s1, b2, s2;
+        make_mxfp4(2 * I, H, &b1, &s1);
+        make_mxfp4(H, I, &b2, &s2);
+        const std::vector<uint16_t> bias1 = to_bf16(randn(E * 2 * I, 1, 0.5f)),
+                                    bias2 = to_bf16(randn(E * H, 2, 0.5f));
+        ops::ExpertWeights gu{ops::Format::kMxfp4,
+                              b1.data(),
+                              s1.data(),
+                              nullptr,
+                              {ops::Format::kBf16, bias1.data(), E * 2 * I},
+                              E,
+                              2 * I,
+                              H};
+        ops::ExpertWeights dn{ops::Format::kMxfp4,
+                              b2.data(),
+                              s2.data(),
+                              nullptr,
+                              {ops::Format::kBf16, bias2.data(), E * H},
+                              E,
+                              H,
+                              I};
+        const std::vector<float> x = randn(T * H, 3, 2.0f), y0 = randn(T * H, 4);
+        std::vector<int32_t> ids(T * k);
+        std::vector<float> wts(T * k);
+        for (int64_t i = 0; i < T * k; ++i) {
+            ids[i] = static_cast<int32_t>((i * 3 + i / k) % E);
+            wts[i] = 0.25f + 0.5f * (i % k);
+        }
+        for (CudaBackend* gpu : {f32.get(), f16.get()}) {
+            std::vector<ops::Buffer> owned;
+            auto dgu = gpu->place_experts(gu, &owned);
+            auto ddn = gpu->place_experts(dn, &owned);
+            ASSERT_TRUE(dgu.is_ok() && ddn.is_ok());
+            ops::Buffer dx = put(*gpu, x), dids = put(*gpu, ids), dwts = put(*gpu, wts), dout = put(*gpu, y0);
+            gpu->experts({dx.as<float>(), dids.as<int32_t>(), dwts.as<float>(), *dgu, *ddn, dout.as<float>(),
+                          T, k, 7.0f, 1.702f});
+            const std::vector<float> xo = gpu->operand() == Operand::kF16 ? rounded_f16(x) : x;
+            std::vector<float> want = y0;
+            cpu::experts({xo.data(), ids.data(), wts.data(), gu, dn, want.data(), T, k, 7.0f, 1.702f});
+            // Half mode also rounds the SwiGLU output (the down projection's operand).
+            const double tol = gpu->operand() == Operand::kF16 ? 2e-3 : 2e-5;
+            expect_close(get<float>(*gpu, dout, T * H), want, tol, 1e-5,
+                         "experts mxfp4 H " + std::to_string(H) + " " + operand_name(gpu->operand()));
+        }
+        // Dense bf16 experts, kept dense by --dtype float.
+        const std::vector<uint16_t> w1 = to_bf16(randn(E * 2 * I * H, 8, 0.05f)),
+                                    w2 = to_bf16(randn(E * H * I, 9, 0.05f));
+        ops::ExpertWeights gud{ops::Format::kBf16, nullptr, nullptr, w1.data(), gu.bias, E, 2 * I, H};
+        ops::ExpertWeights dnd{ops::Format::kBf16, nullptr, nullptr, w2.data(), dn.bias, E, H, I};
+        std::vector<ops::Buffer> owned;
+        auto dgu = f32->place_experts(gud, &owned);
+        auto ddn = f32->place_experts(dnd, &owned);
+        ASSERT_TRUE(dgu.is_ok() && ddn.is_ok());
+        EXPECT_EQ(dgu->format, ops::Format::kBf16);
+        ops::Buffer dx = put(*f32, x), dids = put(*f32, ids), dwts = put(*f32, wts), dout = put(*f32, y0);
+        f32->experts({dx.as<float>(), dids.as<int32_t>(), dwts.as<float>(), *dgu, *ddn, dout.as<float>(), T,
+                      k, 7.0f, 1.702f});
+        std::vector<float> want = y0;
+        cpu::experts({x.data(), ids.data(), wts.data(), gud, dnd, want.data(), T, k, 7.0f, 1.702f});
+        expect_close(get<float>(*f32, dout, T * H), want, 2e-5, 1e-5,
+                     "experts bf16 dense H " + std::to_string(H));
+    }
+}
+
+TEST(CudaOps, SampleDrawsWhatTheCpuDraws) {
+    auto gpu = make_backend("float");
+    VOLT_NEED_GPU(gpu);
+    for (int64_t V : {1000, 201088}) {
+        if (edge_only() && V > 1000) continue;
+        const int64_t Vreal = V == 1000 ? 990 : 200019;
+        // Rows: greedy, seeded draws with each filter, penalties, masks, bias, logprobs, a scored row.
+        const int rows_n = 12;
+        std::vector<float> logits = randn(rows_n * V, V, 2.0f);
+        logits[3 * V + 5] = logits[3 * V + 9] = 50.0f;  // a greedy tie: lower id wins
+        const std::vector<int32_t> prompt = {1, 2, 3, 3, 7}, output = {7, 7, 9, 11, 2},
+                                   allowed = {4, 8, 15, 16, 23, 42}, bias_ids = {5, 6, 5};
+        const std::vector<float> bias_values = {3.0f, -100.0f, 1.5f};
+        std::vector<ops::SampleRow> host(rows_n);
+        for (int r = 0; r < rows_n; ++r) {
+            host[r].seed = 1234 + r;
+            host[r].counter = static_cast<uint64_t>(r * 3);
+            host[r].temperature = 0.8f;
+        }
+        host[0].temperature = 0.0f;
+        host[3].temperature = 0.0f;
+        host[1].num_logprobs = 5;
+        host[2].top_k = 5;
+        host[4].top_p = 0.9f;
+        host[5].min_p = 0.1f;
+        host[6].top_k = 50;
+        host[6].top_p = 0.5f;
+        host[6].num_logprobs = 20;
+        host[7].repetition_penalty = 1.3f;
+        host[7].frequency_penalty = 0.5f;
+        host[7].presence_penalty = 0.25f;
+        host[8].num_allowed = static_cast<int64_t>(allowed.size());
+        host[9].num_bias = static_cast<int64_t>(bias_ids.size());
+        host[10].target = 17;
+        host[10].num_logprobs = 3;
+        host[11].temperature = 1.5f;
+        host[11].top_p = 0.999f;
+        ops::Buffer dl = put(*gpu, logits), dp = put(*gpu, prompt), dout = put(*gpu, output),
+                    da = put(*gpu, allowed), dbi = put(*gpu, bias_ids), dbv = put(*gpu, bias_values);
+        std::vector<ops::SampleRow> dev = host;
+        for (int r = 0; r < rows_n; ++r) {
+            host[r].logits = logits.data() + r * V;
+            dev[r].logits = dl.as<float>() + r * V;
+            host[r].prompt_ids = prompt.data();
+            dev[r].prompt_ids = dp.as<int32_t>();
+            host[r].output_ids = output.data();
+            dev[r].output_ids = dout.as<int32_t>();
+            host[r].num_prompt = dev[r].num_prompt = static_cast<int64_t>(prompt.size());
+            host[r].num_output = dev[r].num_output = static_cast<int64_t>(output.size());
+            host[r].allowed_ids = allowed.data();
+            dev[r].allowed_ids = da.as<int32_t>();
+            host[r].bias_ids = bias_ids.data();
+            dev[r].bias_ids = dbi.as<int32_t>();
+            host[r].bias_values = bias_values.data();
+            dev[r].bias_values = dbv.as<float>();
+        }
+        const int64_t max_top = 20;
+        std::vector<int32_t> tokens(rows_n, -7), top_ids(rows_n * max_top, -7);
+        std::vector<float> lps(rows_n, 0), top_lps(rows_n * max_top, 0);
+        ops::SampleArgs ca{host.data(),    rows_n,         V,      Vreal, tokens.data(), lps.data(),
+                           top_ids.data(), top_lps.data(), max_top};
+        cpu::sample(ca);
+        ops::Buffer drows = put(*gpu, dev), dt = poisoned<int32_t>(*gpu, rows_n),
+                    dlp = poisoned<float>(*gpu, rows_n), dti = poisoned<int32_t>(*gpu, rows_n * max_top),
+                    dtl = poisoned<float>(*gpu, rows_n * max_top);
+        ops::SampleArgs ga{
+            drows.as<ops::SampleRow>(), rows_n,          V,      Vreal, dt.as<int32_t>(), dlp.as<float>(),
+            dti.as<int32_t>(),          dtl.as<float>(), max_top};
+        gpu->sample(ga);
+        const std::vector<int32_t> gt = get<int32_t>(*gpu, dt, rows_n);
+        const std::vector<float> glp = get<float>(*gpu, dlp, rows_n);
+        const std::vector<int32_t> gti = get<int32_t>(*gpu, dti, rows_n * max_top);
+        const std::vector<float> gtl = get<float>(*gpu, dtl, rows_n * max_top);
+        for (int r = 0; r < rows_n; ++r) {
+            EXPECT_EQ(gt[r], tokens[r]) << "V " << V << " row " << r;
+            if (host[r].num_logprobs < 0) continue;
+            EXPECT_NEAR(glp[r], lps[r], 1e-4) << "V " << V << " row " << r;
+            for (int j = 0; j < host[r].num_logprobs; ++j) {
+                EXPECT_EQ(gti[r * max_top + j], top_ids[r * max_top + j]) << "row " << r << " top " << j;
+                EXPECT_NEAR(gtl[r * max_top + j], top_lps[r * max_top + j], 1e-4)
+                    << "row " << r << " top " << j;
+            }
+        }
+        EXPECT_EQ(gt[3], 5);
+        EXPECT_EQ(gt[10], 17);
+    }
+}
+
+// ---- the forward pass: batch invariance ----
+
+std::shared_ptr<const model::ModelWeights> load_golden(const std::string& name) {
+    auto w =
+        model::load_model(source_dir() + "/tests/data/golden/" + name, {.progress = io::ProgressMode::kOff});
+    VOLT_CHECK(w.is_ok()) << w.status().to_string();
+    return *w;
+}
+
+// Logits of `target` (all rows) alone and as sequence `place` of a 17-sequence prefill step, then of one
+// decode token alone and inside 17 decodes: bitwise equal.
+void check_batch_invariance(CudaBackend& gpu, const std::shared_ptr<const model::ModelWeights>& host,
+                            ops::Format kv_format, const std::string& what) {
+    auto placed = model::place_model(host, gpu);
+    ASSERT_TRUE(placed.is_ok()) << placed.status().to_string();
+    model::Forward fwd(*placed, gpu);
+    const model::GptOssConfig& c = host->config;
+    const int64_t V = c.vocab_size, bs = 16, cap = 96, nb = cap / bs, S = 17;
+    std::mt19937 rng(5);
+    std::vector<std::vector<int32_t>> prompts(S);
+    for (int64_t s = 0; s < S; ++s) {
+        prompts[s].resize(s == 0 ? 40 : 1 + rng() % 70);
+        for (auto& id : prompts[s]) id = static_cast<int32_t>(rng() % V);
+    }
+    const int32_t next_token = 7;
+
+    // Alone: the SequenceRunner (contiguous blocks 0..), prefill then one decode.
+    model::SequenceRunner alone(fwd, cap, bs, kv_format);
+    const std::vector<float> alone_prefill = alone.append(prompts[0], /*all_rows=*/true);
+    const std::vector<float> alone_decode = alone.append(std::vector<int32_t>{next_token}, false);
+
+    const int64_t place = 5;  // where the target sits in the batch
+    std::vector<int64_t> order(S);
+    std::iota(order.begin(), order.end(), 0);
+    std::swap(order[0], order[place]);  // order[i] = the sequence at batch index i
+    const int64_t blocks[ops::kNumKvGroups] = {S * nb, S * nb};
+    auto cache = model::KvStore::create(gpu, c, bs, blocks, kv_format);
+    ASSERT_TRUE(cache.is_ok());
+    auto ws = model::Workspace::create(gpu, c, 1024, 64);
+    ASSERT_TRUE(ws.is_ok());
+    ASSERT_TRUE(gpu.reserve({1024, S, cap}).is_ok());
+    model::StepUpload upload;
+    std::vector<int64_t> done(S, 0);
+    auto step = [&](bool decode) {
+        model::HostStep st;
+        st.query_start_loc = {0};
+        for (int g = 0; g < ops::kNumKvGroups; ++g) {
+            st.max_blocks[g] = nb;
+            st.block_tables[g].resize(S * nb);
+        }
+        for (int64_t i = 0; i < S; ++i) {
+            const int64_t s = order[i];
+            const std::vector<int32_t> ids =
+                decode ? std::vector<int32_t>{s == 0 ? next_token : static_cast<int32_t>(s)} : prompts[s];
+            for (size_t j = 0; j < ids.size(); ++j) {
+                const int64_t p = done[s] + static_cast<int64_t>(j);
+                st.token_ids.push_back(ids[j]);
+                st.positions.push_back(static_cast<int32_t>(p));
+                for (int g = 0; g < ops::kNumKvGroups; ++g)
+                    st.slot_mapping[g].push_back((s * nb + p / bs) * bs + p % bs);
+                if (s == 0 && (!decode || j + 1 == ids.size()))
+                    st.logits_rows.push_back(static_cast<int32_t>(st.token_ids.size() - 1));
+            }
+            done[s] += static_cast<int64_t>(ids.size());
+            st.query_start_loc.push_back(static_cast<int32_t>(st.token_ids.size()));
+            st.seq_lens.push_back(static_cast<int32_t>(done[s]));
+            for (int g = 0; g < ops::kNumKvGroups; ++g)
+                for (int64_t b = 0; b < nb; ++b)
+                    st.block_tables[g][i * nb + b] = static_cast<int32_t>(s * nb + b);
+        }
+        auto fb = upload.upload(gpu, st);
+        VOLT_CHECK(fb.is_ok());
+        std::vector<float> out(st.logits_rows.size() * V);
+        fwd.run(*fb, cache->layers(), *ws, [&](int64_t first, int64_t count, const float* l) {
+            gpu.download(out.data() + first * V, l, count * V * static_cast<int64_t>(sizeof(float)));
+        });
+        return out;
+    };
+    const std::vector<float> batch_prefill = step(false);
+    const std::vector<float> batch_decode = step(true);
+    ASSERT_EQ(batch_prefill.size(), alone_prefill.size());
+    EXPECT_EQ(std::memcmp(batch_prefill.data(), alone_prefill.data(), alone_prefill.size() * 4), 0)
+        << what << ": prefill logits differ alone and in a batch of 17";
+    ASSERT_EQ(batch_decode.size(), alone_decode.size());
+    EXPECT_EQ(std::memcmp(batch_decode.data(), alone_decode.data(), alone_decode.size() * 4), 0)
+        << what << ": decode logits differ alone and in a batch of 17";
+    bool finite = true;
+    for (float x : batch_prefill) finite = finite && std::isfinite(x);
+    EXPECT_TRUE(finite) << what;
+}
+
+TEST(CudaForward, BatchInvariantLogits) {
+    auto probe = probe_device(0);
+    if (!probe.is_ok()) GTEST_SKIP() << "no CUDA device: " << probe.status().to_string();
+    const auto mxfp4 = load_golden("tiny-mxfp4");
+    const auto bf16 = load_golden("tiny-bf16");
+    struct Mode {
+        const char* dtype;
+        const char* kernels;
+        ops::Format kv;
+    };
+    const bool bf16_ok = probe->cc() >= 80 && probe->kernel_arch >= 800;
+    std::vector<Mode> modes = {{"float", "auto", ops::Format::kF32},
+                               {"half", "auto", ops::Format::kF16},
+                               {"half", "sm70", ops::Format::kF16},
+                               {"float", "sm70", ops::Format::kF32}};
+    if (bf16_ok) modes.push_back({"bfloat16", "auto", ops::Format::kF16});
+    for (const Mode& m : modes) {
+        auto gpu = make_backend(m.dtype, m.kernels);
+        ASSERT_TRUE(gpu) << m.dtype << " " << m.kernels;
+        const std::string what =
+            std::string(m.dtype) + " kernels " + m.kernels + " kv " + ops::format_name(m.kv);
+        check_batch_invariance(*gpu, mxfp4, m.kv, "tiny-mxfp4 " + what);
+        check_batch_invariance(*gpu, bf16, m.kv, "tiny-bf16 " + what);
+    }
+}
+
+TEST(CudaBackendInfo, DtypeRulesFollowVllm) {
+    DeviceInfo v100;
+    v100.name = "Tesla V100-SXM2-32GB";
+    v100.cc_major = 7;
+    v100.cc_minor = 0;
+    EXPECT_EQ(*resolve_dtype("auto", v100, false), Operand::kF16);
+    auto refused = resolve_dtype("bfloat16", v100, false);
+    ASSERT_FALSE(refused.is_ok());
+    EXPECT_EQ(
+        refused.status().message(),
+        "Bfloat16 is only supported on GPUs with compute capability of at least 8.0. Your Tesla "
+        "V100-SXM2-32GB GPU has compute capability 7.0. You can use float16 instead by explicitly setting "
+        "the `dtype` flag in CLI, for example: --dtype=half.");
+    DeviceInfo h200;
+    h200.name = "NVIDIA H200";
+    h200.cc_major = 9;
+    EXPECT_EQ(*resolve_dtype("auto", h200, false), Operand::kBf16);
+    EXPECT_EQ(*resolve_dtype("auto", h200, true), Operand::kF16);  // the Volta kernels: as on a V100
+    EXPECT_FALSE(resolve_dtype("bfloat16", h200, true).is_ok());
+    EXPECT_EQ(*resolve_dtype("float", h200, true), Operand::kF32);
+    // Volta code on an H200 and --cuda-kernels sm70 both mean: sm_70 variants, no cuBLAS.
+    std::string why;
+    EXPECT_FALSE(cublas_allowed({90, 700, false, false}, &why));
+    EXPECT_FALSE(cublas_allowed({90, 900, true, false}, &why));
+    EXPECT_TRUE(cublas_allowed({90, 900, false, false}, &why));
+    EXPECT_TRUE(cublas_allowed({70, 700, false, false}, &why));  // a real V100: cuBLAS 12/11 allowed
+    EXPECT_TRUE(cublas_allowed({89, 860, false, false}, &why));  // sm_86 code on Ada is not Volta
+    int n = 0;
+    EXPECT_STREQ(Cublas::sonames_for(70, &n)[0], "libcublas.so.12");
+    EXPECT_STREQ(Cublas::sonames_for(90, &n)[0], "libcublas.so.13");
+    const Dispatch d = choose_dispatch({90, 700, false, true});
+    for (int i = 0; i < static_cast<int>(OpKind::kCount); ++i) {
+        ASSERT_NE(d.variant[i], nullptr);
+        EXPECT_EQ(d.variant[i]->min_cc, 70);
+        EXPECT_FALSE(d.variant[i]->needs_cublas);
+    }
+    EXPECT_TRUE(choose_dispatch({90, 900, false, true}).uses(OpKind::kLinear, "linear_cublas_f16_tiles64"));
+}
+
+}  // namespace
+}  // namespace volt::cuda
