@@ -47,6 +47,7 @@ inline Status not_found(std::string m) { return {StatusCode::kNotFound, std::mov
 inline Status data_loss(std::string m) { return {StatusCode::kDataLoss, std::move(m)}; }
 inline Status out_of_range(std::string m) { return {StatusCode::kOutOfRange, std::move(m)}; }
 inline Status resource_exhausted(std::string m) { return {StatusCode::kResourceExhausted, std::move(m)}; }
+inline Status failed_precondition(std::string m) { return {StatusCode::kFailedPrecondition, std::move(m)}; }
 inline Status unimplemented(std::string m) { return {StatusCode::kUnimplemented, std::move(m)}; }
 inline Status internal_error(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
 
