@@ -89,13 +89,17 @@ op_test() {
   [ -x "$B/volt_op_test" ] || { echo "volt_op_test is not in the bundle yet (tests/kernels): skipped"; return 77; }
   local shapes=()
   "$B/volt_op_test" --help 2>&1 | grep -q -- '--shapes' && shapes=(edge model)
-  if [ ${#shapes[@]} -eq 0 ]; then
-    "$B/volt_op_test" --backend cuda
-  else
-    for s in "${shapes[@]}"; do "$B/volt_op_test" --backend cuda --shapes "$s" || return 1; done
-  fi
+  # --dtype half: the V100's operands (what auto gives under the Volta kernels); float: no rounding.
+  local rc=0 dt s
+  for dt in half float; do
+    for s in "${shapes[@]:-edge}"; do
+      echo "== volt_op_test --backend cuda --dtype $dt --shapes $s"
+      "$B/volt_op_test" --backend cuda --dtype "$dt" --shapes "$s" || rc=1
+    done
+  done
+  return $rc
 }
-part op_test "harness, edge and model shapes" op_test
+part op_test "harness, edge and model shapes, --dtype half and float" op_test
 
 # ---- compute-sanitizer on the edge shapes ----
 sanitize() {
@@ -172,8 +176,11 @@ done
 # ---- per-layer trace against transformers (run here, on this machine's CPU, fp32) ----
 trace() {
   python3 -c 'import torch, transformers' 2>/dev/null || { echo "no torch/transformers here: skipped"; return 77; }
-  PYTHONUNBUFFERED=1 python3 tools/golden/transformers_logits.py --out "$W/hf" --vocab-size 1000 \
-    tests/data/golden/tiny-mxfp4 2>&1 | tail -3 || return 1
+  # Both golden checkpoints with --trace: the named intermediates the CPU golden test compares with
+  # (tests/data/golden/<name>.trace/), brought back in $OUT/hf_golden.tar.gz to be committed.
+  PYTHONUNBUFFERED=1 python3 tools/golden/transformers_logits.py --out "$W/hf" --vocab-size 1000 --trace \
+    tests/data/golden/tiny-mxfp4 tests/data/golden/tiny-bf16 2>&1 | tail -3 || return 1
+  tar czf "$OUT/hf_golden.tar.gz" -C "$W/hf" . || return 1
   [ -d "$W/hf" ] || mkdir -p "$W/hf"
   local ids start layers
   read -r _ start ids < <(sed -n 2p "$W/prompts.txt")  # prompt 1: the trace prompt of transformers_logits.py

@@ -89,5 +89,53 @@ void check_checkpoint(const std::string& name) {
 TEST(GoldenParity, Mxfp4Layout) { check_checkpoint("tiny-mxfp4"); }
 TEST(GoldenParity, Bf16Layout) { check_checkpoint("tiny-bf16"); }
 
+// Layer by layer: every named intermediate of the trace prompt against transformers' hooks
+// (tools/golden/transformers_logits.py --trace wrote tests/data/golden/<name>.trace/*.npy with our names).
+// Compared in the order our forward pass produces them, so a failure names the first layer and
+// intermediate that diverge. Tolerance as for the logits (kMaxRelError, relative to the tensor's max |x|):
+// same bf16/MXFP4 inputs, f32 arithmetic on both sides, only summation orders differ.
+void check_trace(const std::string& name) {
+    const auto meta = read_meta();
+    const std::string dir = kDir + "/" + name + ".trace";
+    auto weights = load_model(kDir + "/" + name, {.progress = io::ProgressMode::kOff});
+    ASSERT_TRUE(weights.is_ok()) << weights.status().to_string();
+    cpu::CpuBackend backend;
+    Forward fwd(*place_model(*weights, backend), backend);
+    std::vector<std::pair<std::string, std::vector<float>>> ours;  // in call order
+    fwd.set_trace([&](std::string_view n, int64_t layer, const float* data, int64_t rows, int64_t cols) {
+        std::string key = layer < 0 ? std::string(n) : "L" + std::to_string(layer) + "." + std::string(n);
+        if (!ours.empty() && ours.back().first == key) {  // final_norm arrives in chunks of logits rows
+            ours.back().second.insert(ours.back().second.end(), data, data + rows * cols);
+            return;
+        }
+        ours.emplace_back(std::move(key), std::vector<float>(data, data + rows * cols));
+    });
+    const auto& p = meta["prompts"][meta["trace_prompt"].get<size_t>()];
+    const std::vector<int32_t> ids = p["ids"].get<std::vector<int32_t>>();
+    SequenceRunner run(fwd, static_cast<int64_t>(ids.size()));
+    run.append(ids, /*all_rows=*/true, p["start_pos"].get<int64_t>());
+    ASSERT_FALSE(ours.empty());
+    int64_t compared = 0;
+    for (const auto& [key, data] : ours) {
+        auto ref = read_npy(dir + "/" + key + ".npy");
+        ASSERT_TRUE(ref.is_ok()) << "transformers' trace has no " << key << ": " << ref.status().to_string();
+        ASSERT_EQ(ref->numel(), static_cast<int64_t>(data.size())) << key;
+        double max_err = 0, max_ref = 0;
+        for (size_t i = 0; i < data.size(); ++i) {
+            max_err = std::max(max_err, std::abs(double(data[i]) - double(ref->f32()[i])));
+            max_ref = std::max(max_ref, std::abs(double(ref->f32()[i])));
+        }
+        ASSERT_LT(max_err, kMaxRelError * max_ref)
+            << name << ": first divergence at " << key << ": max |ours - transformers| = " << max_err
+            << " of max |x| " << max_ref;
+        ++compared;
+    }
+    std::printf("%s: %lld traced intermediates match transformers layer by layer\n", name.c_str(),
+                static_cast<long long>(compared));
+}
+
+TEST(GoldenParity, Mxfp4TraceLayerByLayer) { check_trace("tiny-mxfp4"); }
+TEST(GoldenParity, Bf16TraceLayerByLayer) { check_trace("tiny-bf16"); }
+
 }  // namespace
 }  // namespace volt::model
