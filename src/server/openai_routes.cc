@@ -800,7 +800,7 @@ void OpenAiRoutes::chat(const httplib::Request& req, httplib::Response& res) {
     engine::SamplingParams sp = to_engine(r.params, max_tokens);
     for (int32_t id : encoding_->stop_token_ids()) sp.stop_token_ids.push_back(id);
 
-    HttpServer::Ticket ticket = server_.try_admit();
+    HttpServer::Ticket ticket = server_.try_admit("POST /v1/chat/completions");
     if (!ticket)
         return server_.send_error(res, server_.draining() ? shutting_down_error() : queue_full_error());
     const std::string prompt_log = config_.log_requests ? tokenizer_->decode(ids, false) : std::string();
@@ -812,6 +812,7 @@ void OpenAiRoutes::chat(const httplib::Request& req, httplib::Response& res) {
     job->stream = r.params.stream;
     job->include_usage = r.params.include_usage;
     init_job(*job, req, res, "chatcmpl-", r.params, metrics_, config_, arrival, n_prompt, prompt_log);
+    server_.describe(ticket, job->id + " (POST /v1/chat/completions)");
     job->logprobs = r.params.logprobs;
     job->tok = tokenizer_;
     job->model = r.model;
@@ -878,7 +879,7 @@ void OpenAiRoutes::completions(const httplib::Request& req, httplib::Response& r
         prompts.push_back(std::move(ids));
     }
 
-    HttpServer::Ticket ticket = server_.try_admit();
+    HttpServer::Ticket ticket = server_.try_admit("POST /v1/completions");
     if (!ticket)
         return server_.send_error(res, server_.draining() ? shutting_down_error() : queue_full_error());
     int64_t total_prompt = 0;
@@ -892,6 +893,7 @@ void OpenAiRoutes::completions(const httplib::Request& req, httplib::Response& r
     job->stream = r.params.stream;
     job->include_usage = r.params.include_usage;
     init_job(*job, req, res, "cmpl-", r.params, metrics_, config_, arrival, total_prompt, prompt_log);
+    server_.describe(ticket, job->id + " (POST /v1/completions)");
     job->logprobs = r.params.logprobs;
     job->tok = tokenizer_;
     job->model = r.model;

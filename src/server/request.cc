@@ -10,13 +10,6 @@
 
 namespace volt::server {
 
-std::string short_text(std::string_view s, size_t max_bytes) {
-    if (s.size() <= max_bytes) return std::string(s);
-    size_t n = max_bytes;
-    while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;  // not inside a character
-    return std::string(s.substr(0, n)) + "...";
-}
-
 ApiError bad_field(std::string param, std::string message, std::optional<std::string> code) {
     return ApiError{400, "invalid_request_error", std::move(message), std::move(param), std::move(code)};
 }

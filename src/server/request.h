@@ -9,7 +9,6 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
-#include <string_view>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -116,11 +115,6 @@ std::variant<ChatRequest, ApiError> parse_chat_request(const RequestJson& body);
 std::variant<CompletionRequest, ApiError> parse_completion_request(const RequestJson& body);
 std::variant<TokenizeRequest, ApiError> parse_tokenize_request(const RequestJson& body);
 std::variant<DetokenizeRequest, ApiError> parse_detokenize_request(const RequestJson& body);
-
-// At most `max_bytes` of `s`, cut at a UTF-8 character boundary, with "..." appended when cut. Error
-// messages and log lines quote client input through this, never whole (a field can be megabytes).
-inline constexpr size_t kQuoteBytes = 40;
-std::string short_text(std::string_view s, size_t max_bytes = kQuoteBytes);
 
 // A 400 invalid_request_error naming `param`.
 ApiError bad_field(std::string param, std::string message, std::optional<std::string> code = std::nullopt);
