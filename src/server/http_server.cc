@@ -185,11 +185,13 @@ void HttpServer::answer_and_close(const httplib::Request& req, httplib::Response
     res.set_header("Connection", "close");
     // After the answer, what the client still sends is read and dropped for a while before the close: a
     // close with unread bytes resets the connection, and a client still sending would lose our answer with
-    // it (a lingering close). Bounded in bytes and time; the memory is httplib's 4 KB read buffer.
+    // it (a lingering close). The bound is time, so that a busy client gets to read the answer however
+    // fast it sends (a byte cap only stops it sooner if it sends a lot); the memory is httplib's 4 KB
+    // read buffer. A client that stops sending or closes ends the drain at once.
     std::function<void()> drain;
     if (reader) {
-        const size_t drop_limit = std::max<size_t>(config_.max_body_bytes, 16u << 20);
-        drain = [reader = *reader, drop_limit, &req] {
+        constexpr size_t kDropLimit = size_t(1) << 30;
+        drain = [reader = *reader, &req] {
             // Without its framing headers the body reads as raw bytes to the end of the connection, whatever
             // was read of it before (a chunked read cut mid-chunk cannot resume) and whatever it declared.
             // The Request is httplib's own, alive (not const) until the response is written.
@@ -204,7 +206,7 @@ void HttpServer::answer_and_close(const httplib::Request& req, httplib::Response
                 // DELETE without a length reads nothing; any read error or the client's close ends it too.
                 reader([&](const char*, size_t n) {
                     dropped += n;
-                    return dropped <= drop_limit && std::chrono::steady_clock::now() < deadline;
+                    return dropped <= kDropLimit && std::chrono::steady_clock::now() < deadline;
                 });
             } catch (...) {
                 // Nothing to do: the connection is closed next anyway.

@@ -80,8 +80,8 @@ class HttpServer {
     // Content-Length is over max_body_bytes gets 413; then the body (Content-Length or chunked) is read
     // into req.body, 413 as soon as it passes max_body_bytes and 400 when it cannot be read; `handler` runs
     // only with the whole body. Those early answers are written first; then what the client still sends is
-    // dropped for up to 2 s or max(max_body_bytes, 16 MiB) (so a client still sending reads the answer
-    // rather than a reset), then the connection is closed: unread bytes are never taken for a request.
+    // dropped for up to 2 s (at most 1 GiB), so that a client still sending reads the answer rather than a
+    // reset; then the connection is closed: unread bytes are never taken for a request.
     void post(const std::string& path, Handler handler);
 
     // Binds host:port (and adds the catch-all routes: any other POST/PUT/PATCH/DELETE gets 404 without
