@@ -3,15 +3,19 @@
 // it serves the embedded default (tools/default_model.h: the demo model, else tiny-chat); `org/name` is
 // resolved offline in the Hugging Face cache (io/model_path.h). `--executor
 // scripted --script FILE` replays token ids instead of running a model (API tests). SIGTERM/SIGINT:
-// stop admitting, finish or abort in-flight requests, exit 0. Tests: tests/api/ (CTest label api).
+// stop admitting, finish or abort in-flight requests, exit 0; a second one: log what is in flight, exit 1
+// at once. Tests: tests/api/ (CTest label api; shutdown.test.mjs for the signals).
 #include <pthread.h>
 #include <signal.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "core/logging.h"
 #include "core/paths.h"
@@ -151,11 +155,32 @@ void run_serve(const ServeFlags& f) {
     }
     std::fflush(stdout);
     std::thread http_thread([&http] { http.run(); });
-    std::thread signal_thread([&http, signals] {
-        int sig = 0;
-        sigwait(&signals, &sig);
-        spdlog::info("received {}: shutting down", sig == SIGTERM ? "SIGTERM" : "SIGINT");
-        http.shutdown();
+    // The first SIGTERM/SIGINT starts the graceful shutdown (on its own thread: it waits for in-flight
+    // requests); a second one exits at once, saying what it cut off. Polled with a timeout so that this
+    // thread also ends when the server stops without a signal.
+    std::atomic<bool> stopped{false};
+    std::thread signal_thread([&http, &stopped, signals] {
+        std::thread graceful;
+        while (!stopped.load()) {
+            timespec tick{0, 100 * 1000 * 1000};
+            const int sig = sigtimedwait(&signals, nullptr, &tick);
+            if (sig < 0) continue;  // the tick (EAGAIN) or EINTR
+            const char* name = sig == SIGTERM ? "SIGTERM" : "SIGINT";
+            if (!graceful.joinable()) {
+                spdlog::info("received {}: shutting down (send it again to exit at once)", name);
+                graceful = std::thread([&http] { http.shutdown(); });
+                continue;
+            }
+            std::vector<std::string> cut = http.in_flight();
+            std::string list;
+            for (const std::string& what : cut) list += (list.empty() ? "" : ", ") + what;
+            spdlog::warn("received a second {}: exiting now; {} request(s) in flight{}{}", name, cut.size(),
+                         cut.empty() ? "" : ": ", list);
+            spdlog::default_logger()->flush();
+            std::fflush(stdout);
+            std::_Exit(1);
+        }
+        if (graceful.joinable()) graceful.join();
     });
 
     std::shared_ptr<const model::ModelWeights> weights;
@@ -181,6 +206,7 @@ void run_serve(const ServeFlags& f) {
     std::fflush(stdout);
 
     http_thread.join();
+    stopped.store(true);
     signal_thread.join();
     if (stats_logger) stats_logger->stop();
     routes.set_engine(nullptr);

@@ -44,6 +44,13 @@ ApiError api_error_from_status(const Status& status, std::optional<std::string> 
     return e;
 }
 
+std::string short_text(std::string_view s, size_t max_bytes) {
+    if (s.size() <= max_bytes) return std::string(s);
+    size_t n = max_bytes;
+    while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;  // not inside a character
+    return std::string(s.substr(0, n)) + "...";
+}
+
 ApiError invalid_api_key_error() {
     return ApiError{401, "authentication_error", "Incorrect API key provided.", std::nullopt,
                     std::string("invalid_api_key")};

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "core/status.h"
 
@@ -33,6 +34,11 @@ ApiError api_error_from_status(const Status& status, std::optional<std::string> 
 ApiError invalid_api_key_error();                                                    // 401
 ApiError body_too_large_error(size_t limit_bytes);                                   // 413
 ApiError route_not_found_error(const std::string& method, const std::string& path);  // 404
+
+// At most `max_bytes` of `s`, cut at a UTF-8 character boundary, with "..." appended when cut. Error
+// messages and log lines quote client input through this, never whole (a field can be megabytes).
+inline constexpr size_t kQuoteBytes = 40;
+std::string short_text(std::string_view s, size_t max_bytes = kQuoteBytes);
 
 // A request-schema failure: a Status whose message names the field, plus that field, so the route can
 // build ApiError{param}. Returned by the parsers in request.h.

@@ -480,14 +480,21 @@ bool known_model(const RoutesConfig& config, const std::string& model) {
 }
 
 ApiError model_not_found(const std::string& model) {
-    return ApiError{404, "invalid_request_error", "The model '" + model + "' does not exist.",
+    return ApiError{404, "invalid_request_error", "The model '" + short_text(model) + "' does not exist.",
                     std::string("model"), std::string("model_not_found")};
 }
 
+// True when `prompt` + `max_tokens` tokens fit in `limit`. All three are >= 0, so the difference cannot
+// overflow where the sum could (max_tokens may be anything up to 2^63 - 1).
+bool fits_context(int64_t limit, int64_t prompt, int64_t max_tokens) { return max_tokens <= limit - prompt; }
+
+// The 400 for prompt + max_tokens over the limit, with the numbers as sent. prompt and max_tokens are >= 0:
+// their sum, in uint64_t, cannot wrap.
 ApiError context_length_error(int64_t max_model_len, int64_t prompt, int64_t max_tokens, const char* what,
                               const char* param) {
+    const uint64_t total = static_cast<uint64_t>(prompt) + static_cast<uint64_t>(max_tokens);
     std::string m = "This model's maximum context length is " + std::to_string(max_model_len) +
-                    " tokens. However, you requested " + std::to_string(prompt + max_tokens) + " tokens (" +
+                    " tokens. However, you requested " + std::to_string(total) + " tokens (" +
                     std::to_string(prompt) + " in the " + what + ", " + std::to_string(max_tokens) +
                     " in the completion). Please reduce the length of the " + what + " or completion.";
     return ApiError{400, "invalid_request_error", std::move(m), std::string(param),
@@ -694,11 +701,14 @@ namespace {
 void warn_unknown_fields(const std::vector<std::string>& names, const char* route) {
     static std::mutex mu;
     static std::unordered_set<std::string> seen;
+    // Clients choose the names: keep short prefixes, and a bounded number of them.
+    constexpr size_t kMaxRemembered = 1024;
     for (const std::string& name : names) {
         std::lock_guard<std::mutex> lock(mu);
-        if (seen.insert(name).second) {
+        if (seen.size() >= kMaxRemembered) return;
+        if (std::string key = short_text(name); seen.insert(key).second) {
             spdlog::warn("{}: ignoring the unknown request field '{}' (logged once per field name)", route,
-                         name);
+                         key);
         }
     }
 }
@@ -784,14 +794,14 @@ void OpenAiRoutes::chat(const httplib::Request& req, httplib::Response& res) {
     const int64_t limit = engine->max_model_len();
     const int64_t n_prompt = static_cast<int64_t>(ids.size());
     int64_t max_tokens = r.params.max_tokens ? *r.params.max_tokens : limit - n_prompt;
-    if (n_prompt + std::max<int64_t>(max_tokens, 1) > limit) {
+    if (!fits_context(limit, n_prompt, std::max<int64_t>(max_tokens, 1))) {
         return server_.send_error(res, context_length_error(limit, n_prompt, std::max<int64_t>(max_tokens, 1),
                                                             "messages", "messages"));
     }
     engine::SamplingParams sp = to_engine(r.params, max_tokens);
     for (int32_t id : encoding_->stop_token_ids()) sp.stop_token_ids.push_back(id);
 
-    HttpServer::Ticket ticket = server_.try_admit();
+    HttpServer::Ticket ticket = server_.try_admit("POST /v1/chat/completions");
     if (!ticket)
         return server_.send_error(res, server_.draining() ? shutting_down_error() : queue_full_error());
     const std::string prompt_log = config_.log_requests ? tokenizer_->decode(ids, false) : std::string();
@@ -803,6 +813,7 @@ void OpenAiRoutes::chat(const httplib::Request& req, httplib::Response& res) {
     job->stream = r.params.stream;
     job->include_usage = r.params.include_usage;
     init_job(*job, req, res, "chatcmpl-", r.params, metrics_, config_, arrival, n_prompt, prompt_log);
+    server_.describe(ticket, job->id + " (POST /v1/chat/completions)");
     job->logprobs = r.params.logprobs;
     job->tok = tokenizer_;
     job->model = r.model;
@@ -862,14 +873,14 @@ void OpenAiRoutes::completions(const httplib::Request& req, httplib::Response& r
             }
         }
         const int64_t n_prompt = static_cast<int64_t>(ids.size());
-        if (n_prompt + max_tokens > limit) {
+        if (!fits_context(limit, n_prompt, max_tokens)) {
             return server_.send_error(res,
                                       context_length_error(limit, n_prompt, max_tokens, "prompt", "prompt"));
         }
         prompts.push_back(std::move(ids));
     }
 
-    HttpServer::Ticket ticket = server_.try_admit();
+    HttpServer::Ticket ticket = server_.try_admit("POST /v1/completions");
     if (!ticket)
         return server_.send_error(res, server_.draining() ? shutting_down_error() : queue_full_error());
     int64_t total_prompt = 0;
@@ -883,6 +894,7 @@ void OpenAiRoutes::completions(const httplib::Request& req, httplib::Response& r
     job->stream = r.params.stream;
     job->include_usage = r.params.include_usage;
     init_job(*job, req, res, "cmpl-", r.params, metrics_, config_, arrival, total_prompt, prompt_log);
+    server_.describe(ticket, job->id + " (POST /v1/completions)");
     job->logprobs = r.params.logprobs;
     job->tok = tokenizer_;
     job->model = r.model;

@@ -37,6 +37,19 @@ const char* type_name(const json& v) {
     }
 }
 
+// A value as an error message shows it: numbers, booleans and null as JSON, a string as a short quote,
+// an object or array by its type only (never serialised: it may be large).
+std::string preview(const json& v) {
+    if (v.is_string()) {
+        std::string out = "'";
+        out += short_text(v.get_ref<const std::string&>());
+        out += "'";
+        return out;
+    }
+    if (v.is_object() || v.is_array()) return type_name(v);
+    return v.dump();
+}
+
 // Reads optional fields of one JSON object; the first failure is kept in `error` and later reads do
 // nothing. Absent and null fields leave the output untouched.
 class Reader {
@@ -123,7 +136,7 @@ void get_token_ids(Reader& r, const json& v, const std::string& param, std::vect
         if (!t.is_number_integer() || (t.is_number_unsigned() && t.get<uint64_t>() > kMaxInt32) ||
             t.get<int64_t>() < 0 || t.get<int64_t>() > kMaxInt32) {
             return r.fail(param, "'" + param + "[" + std::to_string(i) +
-                                     "]' must be a token id (an integer >= 0), not " + t.dump() + ".");
+                                     "]' must be a token id (an integer >= 0), not " + preview(t) + ".");
         }
         out->push_back(static_cast<int32_t>(t.get<int64_t>()));
     }
@@ -179,7 +192,8 @@ void parse_generation(Reader& r, bool chat, GenerationParams* p) {
             bool digits =
                 !key.empty() && key.size() <= 10 && key.find_first_not_of("0123456789") == std::string::npos;
             if (!digits || std::stoll(key) > kMaxInt32) {
-                return r.fail("logit_bias", "'logit_bias' keys must be token ids, not '" + key + "'.");
+                return r.fail("logit_bias",
+                              "'logit_bias' keys must be token ids, not '" + short_text(key) + "'.");
             }
             if (!it.value().is_number() || std::abs(it.value().get<double>()) > 100.0) {
                 return r.fail("logit_bias", "'logit_bias[" + key + "]' must be a number in [-100, 100].");
@@ -216,7 +230,7 @@ void parse_content(Reader& r, const json& v, const std::string& param, std::stri
         std::string type = part["type"].get<std::string>();
         if (type != "text") {
             r.error = bad_field(part_param,
-                                "'" + part_param + "' has type '" + type +
+                                "'" + part_param + "' has type '" + short_text(type) +
                                     "'; only text parts are supported (gpt-oss reads text only).",
                                 "unsupported");
             return;
@@ -246,7 +260,7 @@ void parse_messages(Reader& r, std::vector<ChatMessage>* out) {
         msg.role = role->get<std::string>();
         if (msg.role != "system" && msg.role != "developer" && msg.role != "user" &&
             msg.role != "assistant" && msg.role != "tool") {
-            return r.fail(param + ".role", "'" + param + ".role' is '" + msg.role +
+            return r.fail(param + ".role", "'" + param + ".role' is '" + short_text(msg.role) +
                                                "'; expected system, developer, user, assistant or tool.");
         }
         const json* content = mr.find("content");
@@ -273,10 +287,14 @@ void parse_messages(Reader& r, std::vector<ChatMessage>* out) {
                         return r.fail(cp, "'" + cp + "' must be an object with function.name (a string).");
                     }
                     ChatMessage::ToolCall call;
-                    call.name = c["function"]["name"].get<std::string>();
+                    const json& fn = c["function"];
+                    call.name = fn["name"].get<std::string>();
                     if (c.contains("id") && c["id"].is_string()) call.id = c["id"].get<std::string>();
-                    const json& args = c["function"].value("arguments", json(""));
-                    call.arguments = args.is_string() ? args.get<std::string>() : args.dump();
+                    // By reference: never a copy of client JSON (an object here is dumped once, below the
+                    // depth limit of parse_json_body).
+                    if (auto args = fn.find("arguments"); args != fn.end()) {
+                        call.arguments = args->is_string() ? args->get<std::string>() : args->dump();
+                    }
                     msg.tool_calls.push_back(std::move(call));
                 }
             }
@@ -296,7 +314,7 @@ void parse_reasoning_effort(Reader& r, std::optional<std::string>* out) {
     if (r.error || effort.empty()) return;
     if (effort != "low" && effort != "medium" && effort != "high") {
         return r.fail("reasoning_effort",
-                      "'reasoning_effort' is '" + effort + "'; expected low, medium or high.");
+                      "'reasoning_effort' is '" + short_text(effort) + "'; expected low, medium or high.");
     }
     *out = effort;
 }
@@ -319,21 +337,30 @@ void parse_tools(Reader& r, ChatRequest* req) {
         for (size_t i = 0; i < tools->size(); ++i) {
             const json& t = (*tools)[i];
             std::string param = "tools[" + std::to_string(i) + "]";
-            if (!t.is_object() || t.value("type", std::string()) != "function") {
-                return r.fail(param, "'" + param + "' must be an object with type \"function\".");
+            if (!t.is_object())
+                return r.fail(param, "'" + param + "' must be an object, not " + type_name(t) + ".");
+            auto type = t.find("type");
+            if (type == t.end() || !type->is_string() || type->get_ref<const std::string&>() != "function") {
+                return r.fail(param + ".type",
+                              "'" + param + ".type' must be \"function\", not " +
+                                  (type == t.end() ? std::string("missing") : preview(*type)) + ".");
             }
-            const json& f = t.contains("function") ? t["function"] : json();
-            if (!f.is_object() || !f.contains("name") || !f["name"].is_string()) {
+            // Pointers into the request, never copies of its JSON.
+            auto fit = t.find("function");
+            const json* f = fit == t.end() ? nullptr : &*fit;
+            if (!f || !f->is_object() || !f->contains("name") || !(*f)["name"].is_string()) {
                 return r.fail(param + ".function.name", "'" + param + ".function.name' must be a string.");
             }
-            std::string name = f["name"].get<std::string>();
+            std::string name = (*f)["name"].get<std::string>();
             if (name.empty() || name.size() > 64 ||
                 name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") !=
                     std::string::npos) {
-                return r.fail(param + ".function.name", "'" + param + ".function.name' is '" + name +
+                return r.fail(param + ".function.name", "'" + param + ".function.name' is '" +
+                                                            short_text(name) +
                                                             "'; names are 1-64 of a-z, A-Z, 0-9, _ and -.");
             }
-            if (f.contains("parameters") && !f["parameters"].is_object() && !f["parameters"].is_null()) {
+            if (f->contains("parameters") && !(*f)["parameters"].is_object() &&
+                !(*f)["parameters"].is_null()) {
                 return r.fail(param + ".function.parameters",
                               "'" + param + ".function.parameters' must be an object.");
             }
@@ -367,8 +394,8 @@ void parse_tools(Reader& r, ChatRequest* req) {
             }
             req->forced_function = req->tools[0].name;
         } else if (choice != "auto") {
-            return r.fail("tool_choice",
-                          "'tool_choice' is '" + choice + "'; expected none, auto, required or a function.");
+            return r.fail("tool_choice", "'tool_choice' is '" + short_text(choice) +
+                                             "'; expected none, auto, required or a function.");
         }
         return;
     }
@@ -380,14 +407,24 @@ void parse_tools(Reader& r, ChatRequest* req) {
     }
     std::string name = (*tc)["function"]["name"].get<std::string>();
     if (!has(name))
-        return r.fail("tool_choice", "'tool_choice' names '" + name + "', which is not in 'tools'.");
+        return r.fail("tool_choice",
+                      "'tool_choice' names '" + short_text(name) + "', which is not in 'tools'.");
     req->forced_function = name;
 }
 
 void refuse_unsupported(Reader& r, bool chat) {
-    if (const json* rf = r.find("response_format");
-        rf && !(rf->is_object() && rf->value("type", std::string()) == "text")) {
-        r.refuse("response_format", "structured output needs grammar-constrained decoding.");
+    if (const json* rf = r.find("response_format"); rf && !r.error) {
+        if (!rf->is_object()) return r.wrong_type("response_format", "an object", *rf);
+        auto type = rf->find("type");
+        if (type == rf->end() || !type->is_string()) {
+            return r.fail("response_format.type",
+                          "'response_format.type' must be a string (text, json_object or json_schema), not " +
+                              (type == rf->end() ? std::string("missing") : std::string(type_name(*type))) +
+                              ".");
+        }
+        if (type->get_ref<const std::string&>() != "text") {
+            r.refuse("response_format", "structured output needs grammar-constrained decoding.");
+        }
     }
     if (!chat) r.refuse("suffix", "gpt-oss has no fill-in-the-middle.");
 }
@@ -459,12 +496,39 @@ std::vector<std::string> unknown_fields(const json& body, bool chat) {
 }  // namespace
 
 std::variant<RequestJson, ApiError> parse_json_body(const std::string& body) {
+    // Thrown by the parser callback at the first container past the limit: the parse stops there, so a
+    // deep value is never built (nor copied, dumped or destroyed recursively later).
+    struct TooDeep {};
+    std::string field;  // the top-level field being parsed, for `param`
+    json::parser_callback_t limit_depth = [&field](int depth, json::parse_event_t event, json& parsed) {
+        // `depth` counts the containers already open: 0 for the body object itself.
+        if ((event == json::parse_event_t::object_start || event == json::parse_event_t::array_start) &&
+            depth >= kMaxJsonDepth) {
+            throw TooDeep{};
+        }
+        if (event == json::parse_event_t::key && depth == 1)
+            field = short_text(parsed.get_ref<const std::string&>());
+        return true;
+    };
     json j;
     try {
-        j = json::parse(body);
+        j = json::parse(body.begin(), body.end(), limit_depth);
+    } catch (const TooDeep&) {
+        std::optional<std::string> param;
+        if (!field.empty()) param = field;
+        return ApiError{400, "invalid_request_error",
+                        "The request body nests arrays and objects more than " +
+                            std::to_string(kMaxJsonDepth) + " levels deep" +
+                            (field.empty() ? std::string() : " (in '" + field + "')") + "; " +
+                            std::to_string(kMaxJsonDepth) + " is the limit.",
+                        std::move(param), std::string("json_too_deep")};
     } catch (const json::exception& e) {
         std::string what = e.what();
         bool utf8 = what.find("UTF-8") != std::string::npos || what.find("surrogate") != std::string::npos;
+        // The parser's message quotes the token it stopped in ("last read: '...'"), which can be a whole
+        // string value of the body: keep the start of it only.
+        constexpr size_t kMaxWhat = 200;
+        if (what.size() > kMaxWhat) what = short_text(what, kMaxWhat) + "'";
         return ApiError{400, "invalid_request_error",
                         std::string(utf8 ? "The request body is not valid UTF-8: "
                                          : "The request body is not valid JSON: ") +

@@ -99,8 +99,16 @@ struct DetokenizeRequest {
 // Request bodies keep their key order (harmony renders tool schemas' properties in the client's order).
 using RequestJson = nlohmann::ordered_json;
 
-// Parses a request body. Errors: malformed JSON or invalid UTF-8 (param null, code "invalid_json"), a
-// body that is not an object, then the per-field checks below.
+// Arrays and objects nested deeper than this are refused while the body is parsed. Every later step
+// (copies, dump(), the harmony schema renderer) recurses once per level, so the limit is what keeps a
+// hostile body from overflowing the stack; real requests (tool schemas included) nest a few levels.
+inline constexpr int kMaxJsonDepth = 64;
+
+// Parses a request body. Errors (400): malformed JSON (param null, code "invalid_json") or invalid UTF-8
+// ("invalid_utf8"), their message quoting at most a short piece of the body; nesting past kMaxJsonDepth
+// ("json_too_deep", param: the top-level field it is in), found before the deep value is built; a body
+// that is not an object. Then the per-field checks below, whose messages also quote only short prefixes of
+// what was sent.
 std::variant<RequestJson, ApiError> parse_json_body(const std::string& body);
 
 std::variant<ChatRequest, ApiError> parse_chat_request(const RequestJson& body);

@@ -4,6 +4,7 @@
 #include "tokenizer/harmony_renderer.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "tokenizer/harmony_schema.h"
 
@@ -193,6 +194,24 @@ std::string pieces_to_text(std::span<const HarmonyPiece> pieces) {
     return out;
 }
 
+namespace {
+
+// True when `v` nests arrays and objects at most `limit` levels deep (a scalar is 0 levels). Iterative, so
+// it is safe on any input; it stops at the first level past the limit.
+bool nesting_at_most(const nlohmann::ordered_json& v, int limit) {
+    std::vector<std::pair<const nlohmann::ordered_json*, int>> stack{{&v, 0}};
+    while (!stack.empty()) {
+        auto [node, depth] = stack.back();
+        stack.pop_back();
+        if (!node->is_structured()) continue;
+        if (depth + 1 > limit) return false;
+        for (const auto& child : *node) stack.emplace_back(&child, depth + 1);
+    }
+    return true;
+}
+
+}  // namespace
+
 Result<std::vector<ToolDescription>> function_tools_from_openai(const nlohmann::ordered_json& tools) {
     if (!tools.is_array()) return invalid_argument("tools: expected an array of tool definitions");
     std::vector<ToolDescription> out;
@@ -213,7 +232,14 @@ Result<std::vector<ToolDescription>> function_tools_from_openai(const nlohmann::
         desc.name = name->get<std::string>();
         if (auto d = fn->find("description"); d != fn->end() && d->is_string())
             desc.description = d->get<std::string>();
-        if (auto p = fn->find("parameters"); p != fn->end() && !p->is_null()) desc.parameters = *p;
+        if (auto p = fn->find("parameters"); p != fn->end() && !p->is_null()) {
+            // The copy below recurses once per level: check the depth first, without recursion.
+            if (!nesting_at_most(*p, kMaxToolSchemaDepth)) {
+                return invalid_argument(where + ".function.parameters: nested more than " +
+                                        std::to_string(kMaxToolSchemaDepth) + " levels deep");
+            }
+            desc.parameters = *p;
+        }
         out.push_back(std::move(desc));
     }
     return out;

@@ -73,9 +73,15 @@ std::vector<HarmonyPiece> completion_prefill_pieces(const CompletionOptions& opt
 // Concatenation, special tokens written as their names: the text form of harmony goldens.
 std::string pieces_to_text(std::span<const HarmonyPiece> pieces);
 
+// Deepest nesting of a tool's `parameters` schema that function_tools_from_openai copies: copying and
+// rendering a schema recurse once per level, so a deeper one (from a caller that did not bound the
+// nesting while parsing) is refused rather than overflowing the stack.
+inline constexpr int kMaxToolSchemaDepth = 64;
+
 // OpenAI chat `tools` ([{"type": "function", "function": {name, description, parameters}}]) ->
 // function tools, in order. Entries whose type is not "function" are skipped. kInvalidArgument naming
-// the index for a non-array input or an entry without a string function.name.
+// the index for a non-array input, an entry without a string function.name, or parameters nested deeper
+// than kMaxToolSchemaDepth (checked without recursion, before the copy).
 Result<std::vector<ToolDescription>> function_tools_from_openai(const nlohmann::ordered_json& tools);
 
 }  // namespace volt::tokenizer

@@ -1,9 +1,11 @@
-// The HTTP layer against a real socket (httplib::Client): API key, open /health, oversized body (413),
-// unknown routes and admission (503 + Retry-After) all answer OpenAI error JSON; shutdown drains.
+// The HTTP layer against a real socket (httplib::Client): API key, open /health, oversized body (413,
+// chunked too), unknown routes and admission (503 + Retry-After) all answer OpenAI error JSON; shutdown
+// drains, and a shutdown before run() is not lost; in_flight() names the admitted requests.
 #include "server/http_server.h"
 
 #include <gtest/gtest.h>
 
+#include <future>
 #include <thread>
 
 namespace volt::server {
@@ -79,6 +81,79 @@ TEST_F(HttpServerTest, OversizedBodyAndUnknownRouteGiveErrorJson) {
     ASSERT_TRUE(missing);
     EXPECT_EQ(missing->status, 404);
     EXPECT_EQ(body_of(missing)["error"]["type"], "invalid_request_error");
+}
+
+// Issue 11: httplib ignored chunked bodies' length, so a body of any size was read into memory.
+TEST_F(HttpServerTest, ChunkedBodyOverTheLimitIs413) {
+    HttpServerConfig c;
+    c.max_body_bytes = 100;
+    start(c);
+    const std::string piece(50, 'x');
+    int sent = 0;
+    auto big = client_->Post(
+        "/v1/echo",
+        [&](size_t, httplib::DataSink& sink) {
+            if (sent++ < 20) return sink.write(piece.data(), piece.size());  // 1000 bytes in 20 chunks
+            sink.done();
+            return true;
+        },
+        "application/json");
+    ASSERT_TRUE(big) << httplib::to_string(big.error());
+    EXPECT_EQ(big->status, 413);
+    EXPECT_EQ(body_of(big)["error"]["code"], "request_too_large");
+    // Under the limit, chunked: read whole.
+    release_.store(true);  // the echo route answers at once
+    sent = 0;
+    auto small = client_->Post(
+        "/v1/echo",
+        [&](size_t, httplib::DataSink& sink) {
+            if (sent++ < 2) return sink.write(piece.data(), 10);
+            sink.done();
+            return true;
+        },
+        "application/json");
+    ASSERT_TRUE(small);
+    EXPECT_EQ(small->status, 200);
+    EXPECT_EQ(small->body, "done");
+}
+
+// Issue 11: httplib's stop() did nothing before its accept loop ran, so a shutdown just after bind() was
+// lost and run() served forever.
+TEST(HttpServerShutdown, ShutdownBeforeRunIsNotLost) {
+    HttpServerConfig c;
+    c.port = 0;
+    c.num_threads = 2;
+    auto server = std::make_unique<HttpServer>(c);
+    ASSERT_TRUE(server->bind().is_ok());
+    server->shutdown();
+    auto done = std::make_shared<std::promise<void>>();
+    std::future<void> ran = done->get_future();
+    std::thread runner([s = server.get(), done] {
+        s->run();
+        done->set_value();
+    });
+    if (ran.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
+        ADD_FAILURE() << "run() still serving 10 s after shutdown()";
+        runner.detach();
+        server.release();  // still in use by the detached runner
+        return;
+    }
+    runner.join();
+}
+
+TEST_F(HttpServerTest, InFlightNamesTheAdmittedRequests) {
+    start(HttpServerConfig{});
+    HttpServer::Ticket a = server_->try_admit("first");
+    HttpServer::Ticket b = server_->try_admit("second");
+    ASSERT_TRUE(a && b);
+    server_->describe(b, "chatcmpl-42 (POST /v1/chat/completions)");
+    EXPECT_EQ(server_->in_flight(),
+              (std::vector<std::string>{"first", "chatcmpl-42 (POST /v1/chat/completions)"}));
+    a.reset();
+    EXPECT_EQ(server_->in_flight(), (std::vector<std::string>{"chatcmpl-42 (POST /v1/chat/completions)"}));
+    b.reset();
+    EXPECT_TRUE(server_->in_flight().empty());
+    EXPECT_EQ(server_->admitted(), 0);
 }
 
 TEST_F(HttpServerTest, AdmissionRefusesPastTheLimitWith503) {

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include "tokenizer/harmony_renderer.h"
+
 namespace volt::server {
 namespace {
 
@@ -130,7 +132,8 @@ TEST(Request, ChatErrorsNameTheField) {
         {R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function"}]})",
          "tools[0].function.name"},
         {R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "tools": [{"type": "code"}]})",
-         "tools[0]"},
+         "tools[0].type"},
+        {R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "tools": ["f"]})", "tools[0]"},
         {R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "tool_choice": "required"})",
          "tool_choice"},
         {R"({"model": "m", "messages": [{"role": "user", "content": "x"}],
@@ -263,6 +266,148 @@ TEST(Request, TokenizeMessagesWithTools) {
     ASSERT_TRUE(std::holds_alternative<TokenizeRequest>(t)) << std::get<ApiError>(t).message;
     EXPECT_EQ(std::get<TokenizeRequest>(t).tools.size(), 2u);
     EXPECT_EQ(std::get<TokenizeRequest>(t).forced_function, "g");
+}
+
+namespace {
+
+std::string nested(const std::string& open, const std::string& inner, const std::string& close, int n) {
+    std::string s;
+    for (int i = 0; i < n; ++i) s += open;
+    s += inner;
+    for (int i = 0; i < n; ++i) s += close;
+    return s;
+}
+
+ApiError body_error(const std::string& body) {
+    auto j = parse_json_body(body);
+    EXPECT_TRUE(std::holds_alternative<ApiError>(j)) << body.substr(0, 200);
+    return std::holds_alternative<ApiError>(j) ? std::get<ApiError>(j) : ApiError{};
+}
+
+}  // namespace
+
+// Issue 11: ~75,000 nested brackets overflowed the stack (dump() in an error message, recursive copies).
+// The limit stops the parse at the first level past kMaxJsonDepth, before a deep value exists.
+TEST(Request, DeepNestingIsRefusedWhileParsing) {
+    const int deep = 200000;
+    const std::string arrays = nested("[", "", "]", deep);
+    const std::string objects = nested(R"({"a":)", "1", "}", deep);
+    struct Case {
+        std::string body;
+        std::optional<std::string> param;
+    };
+    const Case cases[] = {
+        {R"({"tokens":)" + arrays + "}", "tokens"},
+        {R"({"model":"m","prompt":)" + arrays + "}", "prompt"},
+        {R"({"model":"m","messages":[{"role":"assistant","tool_calls":[{"function":{"name":"f","arguments":)" +
+             objects + "}}]}]}",
+         "messages"},
+        {R"({"model":"m","tools":[{"type":"function","function":{"name":"f","parameters":)" + objects +
+             "}}]}",
+         "tools"},
+        {arrays, std::nullopt},
+    };
+    for (const Case& c : cases) {
+        ApiError e = body_error(c.body);
+        EXPECT_EQ(e.http_status, 400);
+        EXPECT_EQ(e.type, "invalid_request_error");
+        EXPECT_EQ(e.code, "json_too_deep");
+        EXPECT_EQ(e.param, c.param);
+        EXPECT_NE(e.message.find("64"), std::string::npos) << e.message;
+        EXPECT_LT(e.message.size(), 200u);
+    }
+    // The body object is level 1: 63 arrays inside it are 64 levels (allowed), 64 arrays are 65.
+    EXPECT_TRUE(
+        std::holds_alternative<RequestJson>(parse_json_body(R"({"a":)" + nested("[", "", "]", 63) + "}")));
+    EXPECT_EQ(body_error(R"({"a":)" + nested("[", "", "]", 64) + "}").code, "json_too_deep");
+    // Still an ordinary parse: key order kept, errors as before.
+    auto ok = parse_json_body(R"({"b": 1, "a": {"c": [1, {"d": 2}]}})");
+    ASSERT_TRUE(std::holds_alternative<RequestJson>(ok));
+    EXPECT_EQ(std::get<RequestJson>(ok).dump(), R"({"b":1,"a":{"c":[1,{"d":2}]}})");
+    EXPECT_EQ(body_error(R"({"a": [1, 2)").code, "invalid_json");
+}
+
+// A deep schema from a caller that parsed without the limit: checked without recursion, never copied.
+TEST(Request, ToolSchemaDepthIsCheckedBeforeTheCopy) {
+    auto tools = RequestJson::parse(R"([{"type":"function","function":{"name":"f","parameters":)" +
+                                    nested(R"({"a":)", "1", "}", 200000) + "}}]");
+    auto r = tokenizer::function_tools_from_openai(tools);
+    ASSERT_FALSE(r.is_ok());
+    EXPECT_NE(r.status().message().find("tools[0].function.parameters"), std::string::npos);
+    auto shallow = tokenizer::function_tools_from_openai(
+        RequestJson::parse(R"([{"type":"function","function":{"name":"f","parameters":)" +
+                           nested(R"({"a":)", "1", "}", 64) + "}}]"));
+    EXPECT_TRUE(shallow.is_ok());
+}
+
+// Issue 11: a non-string type answered 500 with the JSON library's exception text.
+TEST(Request, TypeMismatchesAre400WithParam) {
+    const std::string user = R"("model": "m", "messages": [{"role": "user", "content": "x"}])";
+    struct Case {
+        std::string extra;
+        const char* param;
+    };
+    const Case cases[] = {
+        {R"("response_format": {"type": 5})", "response_format.type"},
+        {R"("response_format": {"type": ["text"]})", "response_format.type"},
+        {R"("response_format": {})", "response_format.type"},
+        {R"("response_format": "text")", "response_format"},
+        {R"("tools": [{"type": 7, "function": {"name": "f"}}])", "tools[0].type"},
+        {R"("tools": [{"type": null, "function": {"name": "f"}}])", "tools[0].type"},
+        {R"("tools": [{"function": {"name": "f"}}])", "tools[0].type"},
+        {R"("tools": [{"type": "function", "function": {"name": "f"}}, {"type": {}, "function": {"name": "g"}}])",
+         "tools[1].type"},
+    };
+    for (const Case& c : cases) {
+        const std::string body = "{" + user + ", " + c.extra + "}";
+        ApiError e = chat_error(body);
+        EXPECT_EQ(e.http_status, 400) << body;
+        EXPECT_EQ(e.param, std::string(c.param)) << body << " -> " << e.message;
+        EXPECT_EQ(e.message.find("json.exception"), std::string::npos) << e.message;
+    }
+    EXPECT_EQ(completion_error(R"({"model": "m", "prompt": "x", "response_format": {"type": 5}})").param,
+              "response_format.type");
+    auto t = parse_tokenize_request(RequestJson::parse(
+        R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": 1, "function": {"name": "f"}}]})"));
+    ASSERT_TRUE(std::holds_alternative<ApiError>(t));
+    EXPECT_EQ(std::get<ApiError>(t).param, "tools[0].type");
+    // The text format is still accepted.
+    auto ok =
+        parse_chat_request(RequestJson::parse("{" + user + R"(, "response_format": {"type": "text"}})"));
+    EXPECT_TRUE(std::holds_alternative<ChatRequest>(ok));
+}
+
+// Error messages quote at most a short prefix of a value the client sent.
+TEST(Request, ErrorMessagesQuoteOnlyAShortPrefix) {
+    const std::string big(1 << 20, 'y');
+    const std::string user = R"("model": "m", "messages": [{"role": "user", "content": "x"}])";
+    struct Case {
+        std::string body;
+        bool quotes;  // a string value is quoted (its prefix); an object only named by its type
+    };
+    const Case cases[] = {
+        {R"({"model": "m", "messages": [{"role": ")" + big + R"(", "content": "x"}]})", true},
+        {"{" + user + R"(, "reasoning_effort": ")" + big + R"("})", true},
+        {"{" + user + R"(, "tool_choice": ")" + big + R"("})", true},
+        {"{" + user + R"(, "tools": [{"type": "function", "function": {"name": ")" + big + R"("}}]})", true},
+        {"{" + user + R"(, "logit_bias": {")" + big + R"(": 1}})", true},
+        {"{" + user + R"(, "stop_token_ids": [")" + big + R"("]})", true},
+        {"{" + user + R"(, "stop_token_ids": [{"a": ")" + big + R"("}]})", false},
+        {R"({"model": "m", "messages": [{"role": "user", "content": [{"type": ")" + big + R"("}]}]})", true},
+        // Invalid JSON inside a long string: the parser's "last read" token is the whole string.
+        {R"({"model": "m", "prompt": ")" + big + "\x01" + R"("})", true},
+    };
+    for (const Case& c : cases) {
+        ApiError e = chat_error(c.body);
+        EXPECT_EQ(e.http_status, 400);
+        EXPECT_LT(e.message.size(), 400u) << e.message.substr(0, 200);
+        if (c.quotes)
+            EXPECT_NE(e.message.find("yyy"), std::string::npos) << "the prefix is quoted: " << e.message;
+    }
+    EXPECT_EQ(short_text("abc"), "abc");
+    EXPECT_EQ(short_text(std::string(50, 'a')), std::string(40, 'a') + "...");
+    // Never cut inside a UTF-8 character: "é" is 2 bytes, the 40th byte is its first.
+    EXPECT_EQ(short_text(std::string(39, 'a') + "\xc3\xa9" + "zz"), std::string(39, 'a') + "...");
 }
 
 }  // namespace volt::server
