@@ -4,6 +4,8 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <string>
 
 #include "cpu/cpu_ops.h"
 
@@ -64,9 +66,22 @@ Result<ops::VectorWeight> CpuBackend::place_vector(const ops::VectorWeight& host
     return host;
 }
 
+// Free means MemAvailable (what can be allocated without swapping: free pages plus reclaimable page
+// cache), not MemFree, which a machine that just read big files shows near zero.
 ops::MemoryStats CpuBackend::memory() const {
     const int64_t page = sysconf(_SC_PAGESIZE);
-    return {sysconf(_SC_PHYS_PAGES) * page, sysconf(_SC_AVPHYS_PAGES) * page};
+    ops::MemoryStats m{sysconf(_SC_PHYS_PAGES) * page, sysconf(_SC_AVPHYS_PAGES) * page};
+    std::ifstream meminfo("/proc/meminfo");
+    std::string key;
+    int64_t kib = 0;
+    std::string unit;
+    while (meminfo >> key >> kib >> unit) {
+        if (key == "MemAvailable:") {
+            m.free_bytes = kib * 1024;
+            break;
+        }
+    }
+    return m;
 }
 
 }  // namespace volt::cpu

@@ -60,6 +60,16 @@ Result<KvPlan> plan_kv_cache(const EngineConfig& c, const Executor& ex) {
                             " blocks but one chunk of max_num_batched_tokens " +
                             str(c.max_num_batched_tokens) + " with window " + str(w) + " needs " +
                             str(chunk_blocks));
+    // The pools must fit in what the executor's device has free (host memory for the CPU, whose pools
+    // are calloc'd and cost nothing until written, so only a budget past the machine's memory fails).
+    const ExecutorMemory mem = ex.memory();
+    int64_t pool_bytes = 0;
+    for (int g = 0; g < kNumKvGroups; ++g)
+        pool_bytes += has[g] ? plan.num_blocks[g] * ex.bytes_per_block(bs, g) : 0;
+    if (mem.total_bytes > 0 && pool_bytes > mem.free_bytes)
+        return resource_exhausted("the KV cache needs " + str(pool_bytes) + " bytes but the device has " +
+                                  str(mem.free_bytes) + " free of " + str(mem.total_bytes) +
+                                  ": lower --kv-cache-memory-bytes, --max-model-len or --max-num-seqs");
     plan.pool_max_len = has[0] ? plan.num_blocks[0] * bs : std::numeric_limits<int64_t>::max();
     const int64_t model_cap =
         info.max_position_embeddings > 0 ? info.max_position_embeddings : std::numeric_limits<int64_t>::max();

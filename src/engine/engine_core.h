@@ -39,7 +39,8 @@ struct KvPlan {
 // kv_cache_memory_bytes), the full group the rest, capped at max_num_seqs x blocks of the longest
 // sequence (max_model_len when set, else the model's max_position_embeddings).
 // kOutOfRange when config.max_model_len is set and one sequence of that length does not fit (message
-// with both numbers); kInvalidArgument for sizes <= 0 or a budget below one block.
+// with both numbers); kInvalidArgument for sizes <= 0 or a budget below one block; kResourceExhausted
+// when the pools exceed the executor's free memory (ExecutorMemory; skipped when it reports none).
 Result<KvPlan> plan_kv_cache(const EngineConfig& config, const Executor& executor);
 
 class EngineCore {

@@ -602,11 +602,25 @@ class CostlyExecutor final : public Executor {
         return i;
     }
     int64_t bytes_per_block(int64_t block_size, int) const override { return block_size * 1000; }
-    ExecutorMemory memory() const override { return {}; }
+    ExecutorMemory memory() const override { return memory_; }
     Status init_cache(const CacheConfig&) override { return Status::ok(); }
     Result<StepHandle> submit(const StepBatch&) override { return internal_error("not for running"); }
     Status collect(StepHandle, StepResult*) override { return internal_error("not for running"); }
+    ExecutorMemory memory_;  // {}: the executor reports none (no check)
 };
+
+TEST(SchedulerTest, PlanRefusesPoolsPastTheExecutorsFreeMemory) {
+    CostlyExecutor ex;
+    EngineConfig cfg;
+    cfg.kv_cache_memory_bytes = 160'000'000;  // 10000 blocks of 16000 bytes
+    ex.memory_ = {1'000'000'000, 159'000'000};
+    auto plan = plan_kv_cache(cfg, ex);
+    ASSERT_FALSE(plan.is_ok());
+    EXPECT_EQ(plan.status().code(), StatusCode::kResourceExhausted);
+    EXPECT_NE(plan.status().message().find("159000000 free"), std::string::npos) << plan.status().message();
+    ex.memory_ = {1'000'000'000, 161'000'000};
+    EXPECT_TRUE(plan_kv_cache(cfg, ex).is_ok());
+}
 
 TEST(SchedulerTest, PlanSplitsTheBudgetBetweenGroups) {
     CostlyExecutor ex;
