@@ -15,9 +15,15 @@ resid_mlp, final_norm. Taken with forward hooks and a wrapper around transformer
 Traps handled (spec/gpt-oss.md §8): the experts' swiglu limit is a module attribute, set from the config;
 the model is never cast with .to(bfloat16) (that would round the RoPE inv_freq buffer).
 
-usage: transformers_logits.py --out DIR --vocab-size V [--trace] CKPT_DIR [CKPT_DIR ...]
+With --fp16-control, also runs every prompt with the model in float16 on the GPU (as an fp16 engine
+would carry the residual) and records in the JSON how many logits came out non-finite, and, from the
+fp32 run, the largest |residual| after each layer: the negative control of the fp16 stress model
+(tools/golden/make_stress_model.py), whose f32 residual passes fp16's 65,504.
+
+usage: transformers_logits.py --out DIR --vocab-size V [--trace] [--fp16-control] CKPT_DIR [CKPT_DIR ...]
 """
 import argparse
+import copy
 import json
 import os
 import sys
@@ -53,6 +59,31 @@ def load(ckpt):
         layer.mlp.experts.limit = limit
     model.eval()
     return model, how
+
+
+def fp16_control(model, prompts):
+    """The fp32 run's max |residual| after each layer (prompt 2), then the same prompts in float16 on
+    the GPU: the fraction of non-finite logits per prompt."""
+    out = {}
+    p = prompts[2]
+    ids = torch.tensor([p["ids"]])
+    pos = torch.arange(p["start_pos"], p["start_pos"] + len(p["ids"]))[None]
+    with torch.no_grad():
+        hs = model(input_ids=ids, position_ids=pos, use_cache=False, output_hidden_states=True).hidden_states
+    out["fp32_max_abs_residual_per_layer"] = [float(h.abs().max()) for h in hs[1:]]
+    dev = "cuda" if torch.cuda.is_available() else "cpu"
+    half = copy.deepcopy(model).to(device=dev, dtype=torch.float16)
+    fracs = []
+    for q in prompts:
+        ids = torch.tensor([q["ids"]], device=dev)
+        pos = torch.arange(q["start_pos"], q["start_pos"] + len(q["ids"]), device=dev)[None]
+        with torch.no_grad():
+            logits = half(input_ids=ids, position_ids=pos, use_cache=False).logits.float()
+        fracs.append(float((~torch.isfinite(logits)).float().mean()))
+    out["fp16_nonfinite_fraction_per_prompt"] = fracs
+    out["fp16_device"] = dev
+    del half
+    return out
 
 
 def capture_trace(model):
@@ -110,6 +141,7 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--vocab-size", type=int, required=True, help="prompt ids are drawn below this")
     ap.add_argument("--trace", action="store_true", help="also write the named intermediates of one prompt")
+    ap.add_argument("--fp16-control", action="store_true", help="also run in float16 on the GPU (negative control)")
     ap.add_argument("ckpts", nargs="+")
     a = ap.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -149,6 +181,8 @@ def main():
                 np.save(os.path.join(a.out, f"{name}.hidden.npy"), hs)
         np.save(os.path.join(a.out, f"{name}.logits.npy"), np.concatenate(rows, 0).astype(np.float32))
         meta["checkpoints"][name] = {"load": how, "row_offsets": offsets}
+        if a.fp16_control:
+            meta["checkpoints"][name]["fp16_control"] = fp16_control(model, prompts)
         print(name, how, "rows", off, file=sys.stderr)
     json.dump(meta, open(os.path.join(a.out, "golden.json"), "w"), indent=1)
 
