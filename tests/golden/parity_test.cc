@@ -18,6 +18,7 @@ namespace volt::model {
 namespace {
 
 const std::string kDir = VOLT_SOURCE_DIR "/tests/data/golden";
+const std::string kStressDir = VOLT_SOURCE_DIR "/tests/data/stress";
 
 // Tolerances (one table, with reasons):
 // - kMaxRelError: both sides compute in fp32 from the same bf16/MXFP4 values, differing only in the order
@@ -29,16 +30,16 @@ const std::string kDir = VOLT_SOURCE_DIR "/tests/data/golden";
 constexpr double kMaxRelError = 1e-4;
 constexpr double kTop1Margin = 1e-4;
 
-nlohmann::json read_meta() {
-    std::ifstream f(kDir + "/golden.json");
+nlohmann::json read_meta(const std::string& dir = kDir) {
+    std::ifstream f(dir + "/golden.json");
     return nlohmann::json::parse(f);
 }
 
-void check_checkpoint(const std::string& name) {
-    const auto meta = read_meta();
-    auto weights = load_model(kDir + "/" + name, {.progress = io::ProgressMode::kOff});
+void check_checkpoint(const std::string& name, const std::string& dir = kDir) {
+    const auto meta = read_meta(dir);
+    auto weights = load_model(dir + "/" + name, {.progress = io::ProgressMode::kOff});
     ASSERT_TRUE(weights.is_ok()) << weights.status().to_string();
-    auto ref = read_npy(kDir + "/" + name + ".logits.npy");
+    auto ref = read_npy(dir + "/" + name + ".logits.npy");
     ASSERT_TRUE(ref.is_ok()) << ref.status().to_string();
     const int64_t V = (*weights)->config.vocab_size;
     ASSERT_EQ(ref->shape.size(), 2u);
@@ -88,6 +89,46 @@ void check_checkpoint(const std::string& name) {
 
 TEST(GoldenParity, Mxfp4Layout) { check_checkpoint("tiny-mxfp4"); }
 TEST(GoldenParity, Bf16Layout) { check_checkpoint("tiny-bf16"); }
+
+// The fp16 stress model (tests/data/stress/, issue 15): 36 layers whose f32 residual passes fp16's 65,504
+// after layer 21. The CPU (f32 throughout) must match transformers' fp32 logits as on the tiny models;
+// the GPU's fp16 run is checked against the same goldens by scripts/gpu/check.sh (part stress).
+TEST(GoldenParity, Fp16StressModelLogits) { check_checkpoint("stress-36l", kStressDir); }
+
+// The premise of the stress model, from transformers (its fp32 hidden states and its own fp16 run, both
+// recorded by transformers_logits.py --fp16-control): the residual really leaves the fp16 range, and an
+// engine that carries the residual in fp16 (transformers with the model in float16) gives non-finite
+// logits on every prompt. Our CPU's residual after each layer (the trace's resid_mlp) must equal
+// transformers' per-layer max |residual| on the same prompt to the logits' tolerance.
+TEST(GoldenParity, Fp16StressModelLeavesTheFp16Range) {
+    const auto meta = read_meta(kStressDir);
+    const auto& control = meta["checkpoints"]["stress-36l"]["fp16_control"];
+    for (double frac : control["fp16_nonfinite_fraction_per_prompt"].get<std::vector<double>>())
+        EXPECT_GT(frac, 0.0) << "transformers in fp16 stayed finite: the stress model stresses nothing";
+    // hidden_states[1:]: after each layer; the last one is after the final norm (not a residual).
+    const auto theirs = control["fp32_max_abs_residual_per_layer"].get<std::vector<double>>();
+    auto weights = load_model(kStressDir + "/stress-36l", {.progress = io::ProgressMode::kOff});
+    ASSERT_TRUE(weights.is_ok()) << weights.status().to_string();
+    const int64_t L = (*weights)->config.num_hidden_layers;
+    ASSERT_EQ(static_cast<int64_t>(theirs.size()), L);
+    cpu::CpuBackend backend;
+    Forward fwd(*place_model(*weights, backend), backend);
+    std::vector<double> ours(L, 0.0);
+    fwd.set_trace([&](std::string_view n, int64_t layer, const float* data, int64_t rows, int64_t cols) {
+        if (n != "resid_mlp" || layer < 0) return;
+        for (int64_t i = 0; i < rows * cols; ++i)
+            ours[layer] = std::max(ours[layer], double(std::abs(data[i])));
+    });
+    const auto& p = meta["prompts"][2];  // the prompt fp16_control traced
+    const std::vector<int32_t> ids = p["ids"].get<std::vector<int32_t>>();
+    SequenceRunner run(fwd, static_cast<int64_t>(ids.size()));
+    run.append(ids, /*all_rows=*/false, p["start_pos"].get<int64_t>());
+    for (int64_t l = 0; l + 1 < L; ++l)
+        EXPECT_NEAR(ours[l], theirs[l], kMaxRelError * theirs[l]) << "layer " << l;
+    EXPECT_GT(theirs[L - 2], 1e5) << "the residual should pass 1e5 by the last layers";
+    std::printf("stress-36l: max |residual| after layer %lld: %.0f (fp16 max 65504)\n",
+                static_cast<long long>(L - 2), ours[L - 2]);
+}
 
 // Layer by layer: every named intermediate of the trace prompt against transformers' hooks
 // (tools/golden/transformers_logits.py --trace wrote tests/data/golden/<name>.trace/*.npy with our names).
