@@ -34,7 +34,6 @@ struct GenerateArgs {
     std::optional<uint64_t> seed;
     bool ignore_eos = false;
     executor::EngineFlags engine;
-    executor::DeviceOptions device;
 };
 
 [[noreturn]] void fail(const std::string& message) {
@@ -65,7 +64,7 @@ void run(const GenerateArgs& a) {
     mo.env = io::model_path_environment();
     const std::string dir =
         a.model.empty() ? or_fail(resolve_default_model()) : or_fail(io::resolve_model_path(a.model, mo));
-    auto weights = or_fail(model::load_model(dir));
+    std::shared_ptr<const model::ModelWeights> weights = or_fail(executor::load_weights(a.engine, dir));
     std::shared_ptr<const tokenizer::Tokenizer> tok;
     if (std::ifstream(dir + "/tokenizer.json"))
         tok = or_fail(tokenizer::Tokenizer::from_file(dir + "/tokenizer.json"));
@@ -105,16 +104,8 @@ void run(const GenerateArgs& a) {
 
     engine::EngineConfig config = a.engine.config;
     if (tok) config.vocab_size_real = tok->vocab_size();
-    std::unique_ptr<engine::Executor> executor;
-    if (a.device.device == "cuda") {
-        if (a.engine.executor != "cpu")
-            fail("--device cuda runs the model; --executor scripted replays a script");
-        // The GPU executor over the CUDA backend: fp16 KV cache (vLLM's default on Volta).
-        auto backend = or_fail(executor::make_backend(a.device));
-        executor = or_fail(executor::BackendExecutor::create(weights, std::move(backend), ops::Format::kF16));
-    } else {
-        executor = or_fail(executor::make_executor(a.engine, weights));
-    }
+    // --device cuda: the BackendExecutor over the CUDA backend (f16 KV cache), memory planned as vLLM's.
+    std::unique_ptr<engine::Executor> executor = or_fail(executor::make_executor(a.engine, weights, &config));
     auto eng = or_fail(engine::Engine::create(config, std::move(executor)));
     engine::SamplingParams params;
     params.max_tokens = a.max_tokens;
@@ -189,7 +180,10 @@ void register_generate(CLI::App& app) {
     cmd->add_option("--seed", a->seed);
     cmd->add_flag("--ignore-eos", a->ignore_eos);
     executor::add_engine_flags(cmd, &a->engine);
-    add_device_flags(cmd, &a->device);
+    cmd->add_option("--dtype", a->engine.device.dtype,
+                    "auto, half, float or bfloat16 (GPU operands; auto: half on sm_70)")
+        ->check(CLI::IsMember({"auto", "half", "float16", "float", "float32", "bfloat16"}))
+        ->capture_default_str();
     cmd->callback([a] { run(*a); });
 }
 

@@ -124,7 +124,7 @@ void run_serve(const ServeFlags& f) {
     // (a request waits there before its first step even when a slot is free).
     ec.max_queued_requests = ec.max_num_seqs + max_queued;
     ec.vocab_size_real = (*tokenizer)->vocab_size();
-    if (f.dtype != "auto")
+    if (f.dtype != "auto" && f.engine.device.device == "cpu")
         spdlog::info("--dtype {}: the CPU executor computes in fp32 from bf16 weights", f.dtype);
 
     server::HttpServerConfig hc;
@@ -185,11 +185,14 @@ void run_serve(const ServeFlags& f) {
 
     std::shared_ptr<const model::ModelWeights> weights;
     if (!scripted) {
-        auto loaded = model::load_model(model_dir);
+        auto loaded = executor::load_weights(f.engine, model_dir);
         if (!loaded) fail(loaded.status().to_string());
         weights = *loaded;
     }
-    auto executor = executor::make_executor(f.engine, weights);
+    executor::EngineFlags ef = f.engine;
+    ef.device.dtype = f.dtype;  // serve's --dtype (vLLM's spellings) sets the GPU operand dtype
+    // --device cuda: the KV budget comes from --gpu-memory-utilization after a profiling run (into ec).
+    auto executor = executor::make_executor(ef, weights, &ec);
     if (!executor) fail(executor.status().to_string());
     auto engine = engine::Engine::create(ec, std::move(*executor));
     if (!engine) fail(engine.status().to_string());

@@ -74,14 +74,59 @@ ExecutorMemory BackendExecutor::memory() const {
 }
 
 Status BackendExecutor::init_cache(const CacheConfig& c) {
+    cache_ = model::KvStore();  // a profiling run's cache, if any, goes first
     VOLT_ASSIGN_OR_RETURN(
         cache_, model::KvStore::create(*backend_, weights_->config, c.block_size, c.num_blocks, kv_format_));
-    VOLT_ASSIGN_OR_RETURN(
-        ws_, model::Workspace::create(*backend_, weights_->config,
-                                      std::max<int64_t>(c.max_num_batched_tokens, 1), kLogitsChunkRows));
+    const int64_t rows = std::max<int64_t>(c.max_num_batched_tokens, 1);
+    if (ws_.buffers.empty() || ws_.max_tokens < rows) {
+        ws_ = model::Workspace();
+        VOLT_ASSIGN_OR_RETURN(ws_,
+                              model::Workspace::create(*backend_, weights_->config, rows, kLogitsChunkRows));
+    }
     VOLT_RETURN_IF_ERROR(backend_->reserve({c.max_num_batched_tokens, c.max_num_seqs, c.max_model_len}));
     builder_.init(c.max_num_seqs);
     set_num_slots(c.max_num_seqs);
+    return Status::ok();
+}
+
+Status BackendExecutor::profile(const CacheConfig& c) {
+    const model::GptOssConfig& mc = weights_->config;
+    const int64_t T = std::max<int64_t>(c.max_num_batched_tokens, 1), bs = c.block_size;
+    const int64_t blocks = (T + bs - 1) / bs;
+    const ExecutorInfo in = info();
+    CacheConfig tmp = c;
+    tmp.max_num_seqs = std::max<int64_t>(c.max_num_seqs, 1);
+    for (int g = 0; g < kNumKvGroups; ++g) tmp.num_blocks[g] = in.has_group[g] ? blocks : 0;
+    VOLT_RETURN_IF_ERROR(init_cache(tmp));
+    // One prompt of T tokens (id 0 at positions 0..T-1) in seq_slot 0, every block of the temporary
+    // cache in its tables, and the last rows sampled greedily (the sample op's scratch at its largest).
+    StepBatch b;
+    b.num_tokens = T;
+    b.num_seqs = 1;
+    b.vocab_size_real = mc.vocab_size;
+    b.token_ids.assign(T, 0);
+    b.positions.resize(T);
+    for (int64_t t = 0; t < T; ++t) b.positions[t] = static_cast<int32_t>(t);
+    for (int g = 0; g < kNumKvGroups; ++g) {
+        if (!in.has_group[g]) continue;
+        b.slot_mapping[g].resize(T);
+        for (int64_t t = 0; t < T; ++t) b.slot_mapping[g][t] = t;
+        for (int64_t i = 0; i < blocks; ++i)
+            b.table_updates.push_back({0, g, static_cast<int32_t>(i), static_cast<int32_t>(i)});
+    }
+    b.query_start_loc = {0, static_cast<int32_t>(T)};
+    b.context_lens = {static_cast<int32_t>(T)};
+    b.seq_slots = {0};
+    b.request_index = {0};
+    const SamplingParams greedy;  // defaults; temperature 0 is not needed for sizing
+    const std::vector<int32_t> none;
+    b.sampling.push_back({&greedy, &none, &none, false});
+    for (int64_t r = std::max<int64_t>(0, T - kLogitsChunkRows); r < T; ++r)
+        b.logits_rows.push_back({static_cast<int32_t>(r), 0, -1, 0, 0, -1, false});
+    StepResult result;
+    VOLT_RETURN_IF_ERROR(run(b, &result));
+    backend_->synchronize();
+    cache_ = model::KvStore();
     return Status::ok();
 }
 

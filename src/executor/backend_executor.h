@@ -32,6 +32,13 @@ class BackendExecutor : public SyncExecutor {
     engine::ExecutorMemory memory() const override;
     Status init_cache(const engine::CacheConfig& config) override;
 
+    // The profiling run of memory planning (vLLM's profile_run): one step of max_num_batched_tokens
+    // prompt tokens of one sequence through the whole forward pass and the sample op (on a temporary KV
+    // cache just large enough, freed after), so that the step workspace and every scratch buffer the
+    // backend grows on first use reach their peak size now. memory() then reports what is left for the
+    // KV pools. The workspace is kept for init_cache. Errors: out of memory, the step's.
+    Status profile(const engine::CacheConfig& config);
+
     model::Forward& forward() { return *forward_; }
     ops::Backend& backend() { return *backend_; }
 

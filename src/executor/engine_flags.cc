@@ -1,8 +1,12 @@
 #include "executor/engine_flags.h"
 
+#include <cinttypes>
+
 #include "core/logging.h"
+#include "executor/backend_executor.h"
 #include "executor/cpu_executor.h"
 #include "executor/scripted_executor.h"
+#include "model/dummy_weights.h"
 
 namespace volt::executor {
 
@@ -17,8 +21,10 @@ void add_engine_flags(CLI::App* app, EngineFlags* f) {
                     "longest prompt + output; 0: min(config, what one sequence can get from the KV pool)")
         ->capture_default_str();
     app->add_option("--kv-cache-memory-bytes", c.kv_cache_memory_bytes,
-                    "KV-cache budget in bytes, both KV groups (CPU default 4 GiB)")
-        ->capture_default_str();
+                    "KV-cache budget in bytes, both KV groups (CPU default 4 GiB; GPU: from "
+                    "--gpu-memory-utilization)")
+        ->capture_default_str()
+        ->each([f](const std::string&) { f->kv_cache_memory_bytes_set = true; });
     app->add_option("--num-kv-blocks-override,--num-gpu-blocks-override", c.num_kv_blocks_override,
                     "> 0: exactly this many KV blocks per KV group (tests)")
         ->capture_default_str();
@@ -30,9 +36,33 @@ void add_engine_flags(CLI::App* app, EngineFlags* f) {
         ->check(CLI::IsMember({"cpu", "scripted"}))
         ->capture_default_str();
     app->add_option("--script", f->script, "token ids the scripted executor replays (JSON)");
+    app->add_option("--device", f->device.device, "cpu or cuda")
+        ->check(CLI::IsMember({"cpu", "cuda"}))
+        ->capture_default_str();
+    app->add_option("--cuda-kernels", f->device.cuda_kernels,
+                    "auto or sm70 (force the Volta kernels, no cuBLAS)")
+        ->check(CLI::IsMember({"auto", "sm70"}))
+        ->capture_default_str();
+    app->add_option("--gpu-memory-utilization", f->gpu_memory_utilization,
+                    "share of the GPU's total memory for weights, activations and the KV cache (vLLM's)")
+        ->check(CLI::Range(0.01, 1.0))
+        ->capture_default_str();
+    app->add_option("--load-format", f->load_format,
+                    "auto, safetensors, or dummy (random weights, any config)")
+        ->check(CLI::IsMember({"auto", "safetensors", "dummy"}))
+        ->capture_default_str();
+}
+
+Result<std::shared_ptr<const model::ModelWeights>> load_weights(const EngineFlags& f,
+                                                                const std::string& dir) {
+    VOLT_ASSIGN_OR_RETURN(auto w, model::load_model_as(dir, f.load_format));
+    return std::shared_ptr<const model::ModelWeights>(std::move(w));
 }
 
 Status check_engine_flags(const EngineFlags& f) {
+    if (f.executor == "scripted" && f.device.device != "cpu")
+        return invalid_argument("--executor scripted replays a script; --device " + f.device.device +
+                                " runs the model");
     if (f.executor == "scripted" && f.script.empty())
         return invalid_argument("--executor scripted needs --script FILE");
     if (f.executor != "scripted" && !f.script.empty())
@@ -45,14 +75,66 @@ Status check_engine_flags(const EngineFlags& f) {
     return Status::ok();
 }
 
+namespace {
+std::string gib(int64_t bytes) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%.2f GiB", static_cast<double>(bytes) / double(int64_t{1} << 30));
+    return b;
+}
+
+// vLLM's sizing: the instance may use utilization x total; what the weights, the CUDA context and the
+// profiled activations already use comes off it; the rest is the KV cache.
+Status plan_gpu_memory(const EngineFlags& f, BackendExecutor& ex, EngineConfig* config) {
+    engine::CacheConfig cc;
+    cc.block_size = config->block_size;
+    cc.max_num_seqs = config->max_num_seqs;
+    cc.max_num_batched_tokens = config->max_num_batched_tokens;
+    cc.max_model_len = config->max_model_len;
+    const engine::ExecutorMemory before = ex.memory();
+    VOLT_RETURN_IF_ERROR(ex.profile(cc));
+    const engine::ExecutorMemory m = ex.memory();
+    const auto limit = static_cast<int64_t>(f.gpu_memory_utilization * static_cast<double>(m.total_bytes));
+    const int64_t used = m.total_bytes - m.free_bytes;
+    const int64_t activations = before.free_bytes - m.free_bytes;
+    spdlog::info(
+        "memory: GPU {} total; --gpu-memory-utilization {} allows {}; in use {} (weights, CUDA context, "
+        "other "
+        "processes) + {} peak activations of a {}-token step",
+        gib(m.total_bytes), f.gpu_memory_utilization, gib(limit), gib(used - activations), gib(activations),
+        cc.max_num_batched_tokens);
+    if (f.kv_cache_memory_bytes_set) return Status::ok();
+    const int64_t budget = limit - used;
+    const int64_t one_block = ex.bytes_per_block(cc.block_size, 0) + ex.bytes_per_block(cc.block_size, 1);
+    if (budget < 4 * one_block)
+        return resource_exhausted("the model does not fit: weights and activations take " + gib(used) +
+                                  " but --gpu-memory-utilization " +
+                                  std::to_string(f.gpu_memory_utilization) + " allows " + gib(limit) +
+                                  " of " + gib(m.total_bytes) +
+                                  ", leaving nothing for the KV cache: raise --gpu-memory-utilization, lower "
+                                  "--max-num-batched-tokens, use more GPUs (--tensor-parallel-size) or a "
+                                  "smaller model");
+    config->kv_cache_memory_bytes = budget;
+    spdlog::info("memory: KV cache {} ({} x total - in use)", gib(budget), f.gpu_memory_utilization);
+    return Status::ok();
+}
+}  // namespace
+
 Result<std::unique_ptr<Executor>> make_executor(const EngineFlags& f,
-                                                std::shared_ptr<const model::ModelWeights> weights) {
+                                                std::shared_ptr<const model::ModelWeights> weights,
+                                                EngineConfig* config) {
     VOLT_RETURN_IF_ERROR(check_engine_flags(f));
     if (f.executor == "scripted") {
         VOLT_ASSIGN_OR_RETURN(auto ex, ScriptedExecutor::from_file(f.script));
         return std::unique_ptr<Executor>(std::move(ex));
     }
     if (!weights) return invalid_argument("--executor cpu needs a model");
+    if (f.device.device == "cuda") {
+        VOLT_ASSIGN_OR_RETURN(auto backend, make_backend(f.device));
+        VOLT_ASSIGN_OR_RETURN(auto ex,
+                              BackendExecutor::create(weights, std::move(backend), ops::Format::kF16));
+        if (config) VOLT_RETURN_IF_ERROR(plan_gpu_memory(f, *ex, config));
+        return std::unique_ptr<Executor>(std::move(ex));
+    }
     return std::unique_ptr<Executor>(std::make_unique<CpuExecutor>(std::move(weights)));
 }
 

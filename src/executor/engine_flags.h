@@ -1,8 +1,10 @@
 // The engine's command-line flags, shared by `voltllm serve` and `voltllm generate` (vLLM's names):
 // --block-size, --max-num-seqs, --max-num-batched-tokens, --max-model-len, --kv-cache-memory-bytes,
 // --num-kv-blocks-override (alias --num-gpu-blocks-override), --max-queued-requests, --swap-space
-// (accepted, prints a notice: swapping to host memory comes later), --executor cpu|scripted, --script.
-// Tests: tests/unit/executor/engine_flags_test.cc.
+// (accepted, prints a notice: swapping to host memory comes later), --executor cpu|scripted, --script,
+// and where the model runs: --device cpu|cuda, --cuda-kernels auto|sm70, --gpu-memory-utilization,
+// --load-format auto|safetensors|dummy. --dtype stays each command's own (serve takes vLLM's spellings).
+// Tests: tests/unit/executor/engine_flags_test.cc; on the GPU scripts/gpu/serve.sh.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -11,6 +13,7 @@
 
 #include "core/status.h"
 #include "engine/engine.h"
+#include "executor/backend_factory.h"
 #include "model/weights.h"
 
 namespace volt::executor {
@@ -23,6 +26,11 @@ struct EngineFlags {
     double swap_space_gib = 0.0;   // accepted for vLLM compatibility; unused (recompute preemption only)
     std::string executor = "cpu";  // "cpu" (the model on the CPU) or "scripted" (replays --script)
     std::string script;            // scripted executor's JSON file (executor/scripted_executor.h)
+    DeviceOptions device;          // --device, --cuda-kernels (and the command's --dtype)
+    double gpu_memory_utilization = 0.92;    // vLLM's meaning: the share of the GPU's total memory this
+                                             // instance may use (weights + activations + KV pools)
+    bool kv_cache_memory_bytes_set = false;  // --kv-cache-memory-bytes given: it sizes the KV pools
+    std::string load_format = "auto";        // auto | safetensors | dummy (model/dummy_weights.h)
 };
 
 void add_engine_flags(CLI::App* app, EngineFlags* flags);
@@ -32,8 +40,18 @@ void add_engine_flags(CLI::App* app, EngineFlags* flags);
 Status check_engine_flags(const EngineFlags& flags);
 
 // The executor the flags name. "cpu" needs `weights` (the caller loads them only in that case);
-// "scripted" reads flags.script.
+// "scripted" reads flags.script; --device cuda places `weights` on the GPU (BackendExecutor, f16 KV
+// cache). With `config` and --device cuda, memory is planned as vLLM does: a profiling run of
+// config->max_num_batched_tokens tokens (BackendExecutor::profile) brings activations and scratch to
+// their peak, then config->kv_cache_memory_bytes becomes gpu_memory_utilization x total - used (unless
+// --kv-cache-memory-bytes was given). Errors: kResourceExhausted naming needed vs available and what to
+// try when the weights and activations alone exceed the share; the backend's and placement's errors.
 Result<std::unique_ptr<Executor>> make_executor(const EngineFlags& flags,
-                                                std::shared_ptr<const model::ModelWeights> weights);
+                                                std::shared_ptr<const model::ModelWeights> weights,
+                                                EngineConfig* config = nullptr);
+
+// The model the flags name: model::load_model_as(dir, flags.load_format).
+Result<std::shared_ptr<const model::ModelWeights>> load_weights(const EngineFlags& flags,
+                                                                const std::string& dir);
 
 }  // namespace volt::executor

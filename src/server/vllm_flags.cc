@@ -38,8 +38,13 @@ constexpr VllmFlag kFlags[] = {
      "YAML config files are not read; pass the flags on the command line"},
     {"--cpu-offload-gb", "", A::kValue, S::kRejected, O::kVllm, false,
      "weight offloading to CPU memory is not implemented"},
+    {"--cuda-kernels", "", A::kValue, S::kHonoured, O::kVoltllm, false,
+     "auto, or sm70: the Volta (sm_70) kernels and no cuBLAS on any GPU (what a V100 runs; for checks)"},
     {"--data-parallel-size", "-dp", A::kValue, S::kRejected, O::kVllm, false,
      "run one voltllm process per GPU group behind a load balancer instead"},
+    {"--device", "", A::kValue, S::kHonoured, O::kVllmRemoved, false,
+     "cpu (the default) or cuda: where the model runs (builds with CUDA: the volta, volta-ptx, cuda13 "
+     "presets)"},
     {"--disable-custom-all-reduce", "", A::kSwitch, S::kAcceptedWithNotice, O::kVllm, false,
      "ignored: tensor-parallel all-reduce always goes through NCCL here"},
     {"--disable-fastapi-docs", "", A::kSwitch, S::kAcceptedWithNotice, O::kVllm, false,
@@ -79,7 +84,8 @@ constexpr VllmFlag kFlags[] = {
     {"--generation-config", "", A::kValue, S::kHonoured, O::kVllm, false,
      "auto: sampling defaults from the checkpoint's generation_config.json; vllm: ignore it; or a folder"},
     {"--gpu-memory-utilization", "", A::kValue, S::kHonoured, O::kVllm, false,
-     "fraction of GPU memory for weights + KV cache (default 0.92, as vLLM); the CPU build ignores it"},
+     "share of the GPU's total memory for weights, activations and KV cache (default 0.92, as vLLM), after a "
+     "profiling run; CPU: ignored"},
     {"--hf-token", "", A::kValue, S::kAcceptedWithNotice, O::kVllm, false,
      "ignored: models are resolved offline, nothing is downloaded"},
     {"--host", "", A::kValue, S::kHonoured, O::kVllm, false,

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 
 namespace volt::executor {
@@ -53,6 +54,57 @@ TEST(EngineFlagsTest, ParsesVllmNames) {
     EXPECT_FALSE(parse({"--executor", "scripted"}, &s).is_ok());
     EngineFlags t;
     EXPECT_FALSE(parse({"--executor", "tpu"}, &t).is_ok());
+}
+
+TEST(EngineFlagsTest, DeviceMemoryAndLoadFormatFlags) {
+    EngineFlags d;
+    ASSERT_TRUE(parse({}, &d).is_ok());
+    EXPECT_EQ(d.device.device, "cpu");
+    EXPECT_DOUBLE_EQ(d.gpu_memory_utilization, 0.92);  // vLLM's default
+    EXPECT_FALSE(d.kv_cache_memory_bytes_set);
+    EXPECT_EQ(d.load_format, "auto");
+    EngineFlags f;
+    ASSERT_TRUE(parse({"--device", "cuda", "--cuda-kernels", "sm70", "--gpu-memory-utilization", "0.5",
+                       "--load-format", "dummy", "--kv-cache-memory-bytes", "123456"},
+                      &f)
+                    .is_ok());
+    EXPECT_EQ(f.device.device, "cuda");
+    EXPECT_EQ(f.device.cuda_kernels, "sm70");
+    EXPECT_DOUBLE_EQ(f.gpu_memory_utilization, 0.5);
+    EXPECT_TRUE(f.kv_cache_memory_bytes_set);
+    EXPECT_EQ(f.load_format, "dummy");
+    for (std::vector<std::string> bad :
+         {std::vector<std::string>{"--gpu-memory-utilization", "1.5"},
+          {"--gpu-memory-utilization", "0"},
+          {"--device", "tpu"},
+          {"--load-format", "pt"},
+          {"--executor", "scripted", "--script", "x.json", "--device", "cuda"}}) {
+        EngineFlags g;
+        EXPECT_FALSE(parse(bad, &g).is_ok()) << bad[0] << " " << bad[1];
+    }
+}
+
+TEST(EngineFlagsTest, DummyLoadFormatNeedsOnlyTheConfig) {
+    const std::string dir = std::string(VOLT_BINARY_DIR) + "/engine_flags_test_dummy";
+    std::filesystem::create_directories(dir);
+    std::ifstream src(std::string(VOLT_SOURCE_DIR) + "/tests/data/golden/tiny-mxfp4/config.json");
+    std::ofstream(dir + "/config.json") << src.rdbuf();  // no tensor file beside it
+    EngineFlags f;
+    f.load_format = "dummy";
+    auto w = load_weights(f, dir);
+    ASSERT_TRUE(w.is_ok()) << w.status().to_string();
+    EXPECT_EQ((*w)->layers.size(), 4u);
+    f.load_format = "auto";
+    EXPECT_FALSE(load_weights(f, dir).is_ok());  // the loader wants the tensors
+    // --device cuda in a build without CUDA names the presets that have it; with CUDA, a GPU-less
+    // machine fails in the backend. Either way no executor is made silently on the CPU.
+    EngineFlags g;
+    g.device.device = "cuda";
+    auto ex = make_executor(g, *w);
+    if (!cuda_built()) {
+        EXPECT_EQ(ex.status().code(), StatusCode::kUnimplemented);
+        EXPECT_NE(ex.status().message().find("cuda13"), std::string::npos) << ex.status().message();
+    }
 }
 
 TEST(EngineFlagsTest, ScriptedExecutorReplaysTheFile) {
