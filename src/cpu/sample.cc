@@ -36,6 +36,12 @@ void sample_row(const ops::SampleArgs& a, int64_t r, std::vector<float>& w, std:
     const ops::SampleRow& row = a.rows[r];
     const int64_t V = a.vocab_size_real;
     const float* logits = row.logits;
+    for (int64_t i = 0; i < V; ++i) {
+        if (!std::isfinite(logits[i])) {
+            a.tokens[r] = ops::kNonFiniteToken;
+            return;
+        }
+    }
 
     // Raw logprobs: log_softmax over the real vocabulary, sum in f64 in id order.
     double lse = 0.0;

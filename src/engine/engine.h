@@ -23,7 +23,9 @@
 
 namespace volt::engine {
 
-enum class FinishReason { kNone, kStop, kLength, kAbort };
+// kError: the request failed in the engine (RequestOutput::error says why, e.g. non-finite logits);
+// the engine goes on serving the others.
+enum class FinishReason { kNone, kStop, kLength, kAbort, kError };
 
 // One delta for one choice of a request.
 struct RequestOutput {
@@ -34,6 +36,7 @@ struct RequestOutput {
                                                 // entry i is prompt token i + 1 (the first has none)
     FinishReason finish = FinishReason::kNone;  // kLength: max_tokens or max_model_len reached
     std::optional<int32_t> stop_token;          // the stop/EOS id that ended it (not in tokens)
+    std::string error;                          // kError: what failed, for the client
 };
 
 class EngineShared;
@@ -88,6 +91,7 @@ struct EngineStats {
     int64_t generated_tokens = 0;  // tokens sampled
     int64_t num_steps = 0, num_preemptions = 0;
     int64_t requests_finished = 0;
+    int64_t requests_failed = 0;  // ended with FinishReason::kError (non-finite logits)
 };
 
 class Engine {

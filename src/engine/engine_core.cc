@@ -5,6 +5,7 @@
 #include <string>
 
 #include "core/check.h"
+#include "ops/sample.h"
 
 namespace volt::engine {
 namespace {
@@ -156,13 +157,14 @@ void EngineCore::add_request(std::shared_ptr<RequestHandle> handle, std::vector<
     requests_[r->index] = std::move(r);
 }
 
-void EngineCore::abort_request(Request* r) {
+void EngineCore::abort_request(Request* r, FinishReason reason, const std::string& error) {
     for (Sequence* s : r->seqs) {
         scheduler_.remove(s, &pending_updates_);
         for (int32_t c = s->choice; c <= s->choice + s->pending_forks; ++c) {
             RequestOutput d;
             d.choice = c;
-            d.finish = FinishReason::kAbort;
+            d.finish = reason;
+            d.error = error;
             r->handle->push(std::move(d));
         }
         seqs_.erase(s->id);
@@ -355,6 +357,18 @@ Status EngineCore::collect_step() {
         if (it == seqs_.end()) continue;
         Sequence* s = it->second.get();
         Request* req = s->req;
+        // NaN or Inf in a row's logits (ops::kNonFiniteToken): that request fails, never with token 0.
+        if (std::find(result_.tokens.begin() + static_cast<std::ptrdiff_t>(r),
+                      result_.tokens.begin() + static_cast<std::ptrdiff_t>(end),
+                      ops::kNonFiniteToken) != result_.tokens.begin() + static_cast<std::ptrdiff_t>(end)) {
+            ++stats_.requests_failed;
+            abort_request(req, FinishReason::kError,
+                          "the model produced non-finite logits (NaN or Inf) at engine step " +
+                              std::to_string(f.step) + " (position " + std::to_string(s->num_computed) +
+                              " of the sequence); the request failed, "
+                              "other requests are unaffected");
+            continue;
+        }
         for (; r < end && f.rows[r].target >= 0; ++r) {
             VOLT_CHECK(have_lp) << "the executor returned no logprobs for a prompt row";
             req->prompt_logprobs.push_back(std::move(result_.logprobs[r]));

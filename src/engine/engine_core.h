@@ -85,7 +85,8 @@ class EngineCore {
     };
 
     EngineCore(EngineConfig config, KvPlan plan, Executor* executor, const ExecutorInfo& info);
-    void abort_request(Request* r);
+    // Ends every choice of r with `reason` (kAbort, or kError with `error`) and frees its sequences.
+    void abort_request(Request* r, FinishReason reason = FinishReason::kAbort, const std::string& error = {});
     void finish_seq(Sequence* s);  // frees its blocks; forgotten at the end of the collect
     void append_token(Sequence* s, int32_t token, TokenLogprob* lp, bool has_lp);
     void build_batch(const std::vector<ScheduledSeq>& sched);

@@ -1,6 +1,9 @@
 #include "executor/sync_executor.h"
 
+#include <algorithm>
+
 #include "core/check.h"
+#include "ops/sample.h"
 
 namespace volt::executor {
 
@@ -13,16 +16,18 @@ Result<engine::StepHandle> SyncExecutor::submit(const engine::StepBatch& batch) 
         outputs_.resize(batch.sampling.size());
         for (const engine::DeferredToken& d : batch.deferred) {
             VOLT_CHECK(d.slot >= 0 && d.slot < static_cast<int32_t>(last_draw_.size()) &&
-                       last_draw_[d.slot] >= 0)
+                       last_draw_[d.slot] != kNeverDrawn)
                 << "deferred token of slot " << d.slot << " was never drawn";
-            resolved_.token_ids[d.row] = last_draw_[d.slot];
+            // A draw from non-finite logits has no id: the engine fails that request when it collects
+            // the previous step and ignores this step's rows of it, so any valid id will do here.
+            resolved_.token_ids[d.row] = last_draw_[d.slot] == ops::kNonFiniteToken ? 0 : last_draw_[d.slot];
         }
         num_deferred_resolved_ += static_cast<int64_t>(batch.deferred.size());
         resolved_.deferred.clear();  // every id is known now
         for (size_t s = 0; s < batch.sampling.size(); ++s) {
             if (!batch.sampling[s].output_deferred) continue;
             outputs_[s] = *batch.sampling[s].output;
-            outputs_[s].push_back(last_draw_[batch.seq_slots[s]]);
+            outputs_[s].push_back(std::max(last_draw_[batch.seq_slots[s]], 0));
             resolved_.sampling[s].output = &outputs_[s];
             resolved_.sampling[s].output_deferred = false;
         }

@@ -30,7 +30,7 @@ class SyncExecutor : public engine::Executor {
     // Computes one step: every token id is known, SeqSampling::output includes any deferred token.
     virtual Status run(const engine::StepBatch& batch, engine::StepResult* result) = 0;
     // Called by init_cache overrides: the number of seq_slots.
-    void set_num_slots(int64_t n) { last_draw_.assign(n, -1); }
+    void set_num_slots(int64_t n) { last_draw_.assign(n, kNeverDrawn); }
 
   private:
     struct Done {
@@ -41,8 +41,9 @@ class SyncExecutor : public engine::Executor {
     int64_t next_id_ = 0;
     int64_t num_deferred_resolved_ = 0;
     std::deque<Done> done_;
-    std::vector<int32_t> last_draw_;  // [slot] the last feeds_slot draw
-    engine::StepBatch resolved_;      // the batch with deferred tokens filled in
+    static constexpr int32_t kNeverDrawn = -2;  // (ops::kNonFiniteToken, -1, is a draw: NaN logits)
+    std::vector<int32_t> last_draw_;            // [slot] the last feeds_slot draw
+    engine::StepBatch resolved_;                // the batch with deferred tokens filled in
     std::vector<std::vector<int32_t>> outputs_;
 };
 

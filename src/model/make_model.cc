@@ -460,8 +460,14 @@ Status make_model(const GptOssConfig& c, const MakeModelOptions& o, const std::s
         if (!o.tokenizer_dir.empty() && !std::filesystem::exists(o.tokenizer_dir + "/" + f))
             return not_found("make-model: tokenizer file " + o.tokenizer_dir + "/" + f + " not found");
     }
-    auto pool = std::make_shared<ThreadPool>(o.threads);
-    VOLT_RETURN_IF_ERROR(write_sharded_units(out_dir, plan_units(c, o, pool), o.max_shard_bytes));
+    if (o.config_only) {
+        std::error_code ec;
+        std::filesystem::create_directories(out_dir, ec);
+        if (ec) return internal_error("make-model: cannot create " + out_dir + ": " + ec.message());
+    } else {
+        auto pool = std::make_shared<ThreadPool>(o.threads);
+        VOLT_RETURN_IF_ERROR(write_sharded_units(out_dir, plan_units(c, o, pool), o.max_shard_bytes));
+    }
     VOLT_RETURN_IF_ERROR(
         write_text_file(out_dir + "/config.json", make_config_json(c, o.layout).dump(2) + "\n"));
     VOLT_RETURN_IF_ERROR(

@@ -80,6 +80,8 @@ struct MakeModelOptions {
     int64_t max_shard_bytes = 5'000'000'000;  // transformers' default "5GB": 3 shards for 20b
     std::string tokenizer_dir;  // copy tokenizer.json + tokenizer_config.json from here; "" = none
     int threads = 0;            // <= 0: all hardware threads
+    bool config_only = false;   // config.json, generation_config.json and the tokenizer, no tensors
+                                // (for `--load-format dummy`)
 };
 
 // The tensors of a checkpoint in file order (spec §2.1). Each expert matrix appears once under its

@@ -38,7 +38,8 @@ struct SampleArgs {
     const SampleRow* rows = nullptr;  // [num_rows]
     int64_t num_rows = 0, vocab_size = 0;
     int64_t vocab_size_real = 0;    // ids >= this (padding) are never drawn nor counted in logprobs
-    int32_t* tokens = nullptr;      // [num_rows] out: drawn id (target for scored rows)
+    int32_t* tokens = nullptr;      // [num_rows] out: drawn id (target for scored rows); kNonFiniteToken
+                                    // when the row's raw logits (real ids) hold a NaN or an infinity
     float* logprobs = nullptr;      // [num_rows] out where num_logprobs >= 0: raw logprob of the token
     int32_t* top_ids = nullptr;     // [num_rows, max_top] out: top ids by raw logprob, descending (entries
                                     // past a row's num_logprobs are unspecified)
@@ -47,6 +48,11 @@ struct SampleArgs {
 };
 
 inline constexpr float kGreedyTemperature = 1e-5f;
+
+// The token of a row whose logits are not all finite: no id is drawn from NaN (other servers then emit
+// token 0 forever, a stream of "!!!!"); the engine fails that request and keeps serving the others.
+// Logprobs of such a row are unspecified.
+inline constexpr int32_t kNonFiniteToken = -1;
 
 // splitmix64 (Steele, Lea, Flood 2014): the finalizer of a 64-bit counter; a bijection.
 inline uint64_t splitmix64(uint64_t x) {

@@ -43,6 +43,8 @@ const char* finish_name(engine::FinishReason r) {
             return "length";
         case engine::FinishReason::kAbort:
             return "abort";
+        case engine::FinishReason::kError:
+            return "error";
         case engine::FinishReason::kNone:
             break;
     }

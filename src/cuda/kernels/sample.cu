@@ -63,6 +63,14 @@ __global__ void __launch_bounds__(kThreads)
         return ok;
     };
 
+    // A NaN or an infinity anywhere in the row: no draw (ops::kNonFiniteToken; the engine fails the request).
+    int bad = 0;
+    for (int64_t i = tid; i < V; i += kThreads) bad |= !isfinite(logits[i]);
+    if (__syncthreads_or(bad)) {
+        if (tid == 0) a.tokens[r] = ops::kNonFiniteToken;
+        return;
+    }
+
     // Raw logprobs: log-softmax over the real vocabulary (f32 exp of f32 differences, summed in f64).
     const bool want_lp = row.num_logprobs >= 0;
     double lse = 0.0;

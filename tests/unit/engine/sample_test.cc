@@ -52,6 +52,28 @@ TEST(SampleTest, GreedyArgmaxTiesAndPaddingMask) {
     EXPECT_EQ(s.run({greedy(l.data())}, 6, 6)[0], 4);
 }
 
+// NaN or Inf anywhere in a row's real ids: kNonFiniteToken, never an id (other servers answer NaN with
+// token 0, a stream of "!!!!"); scored and seeded rows too; other rows and padded ids are unaffected.
+TEST(SampleTest, NonFiniteLogitsGiveNoToken) {
+    const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+    const std::vector<float> a = {1.0f, nan, 0.0f, 2.0f}, b = {1.0f, 0.0f, -inf, 2.0f},
+                             c = {3.0f, 0.0f, 1.0f, 2.0f},
+                             d = {1.0f, 0.0f, 2.0f, nan};  // d: NaN only in a padded id
+    Sampler s;
+    SampleRow scored = greedy(b.data());
+    scored.target = 2;
+    scored.num_logprobs = 1;
+    SampleRow seeded = greedy(a.data());
+    seeded.temperature = 1.0f;
+    seeded.seed = 5;
+    const auto& t = s.run({greedy(a.data()), scored, greedy(c.data()), seeded, greedy(d.data())}, 4, 4);
+    EXPECT_EQ(t[0], kNonFiniteToken);
+    EXPECT_EQ(t[1], kNonFiniteToken);
+    EXPECT_EQ(t[2], 0);
+    EXPECT_EQ(t[3], kNonFiniteToken);
+    EXPECT_EQ(s.run({greedy(d.data())}, 4, 3)[0], 2);
+}
+
 TEST(SampleTest, BiasAllowedMaskAndPenalties) {
     const std::vector<float> l = {2.0f, 1.0f, -1.0f, 0.5f};
     Sampler s;

@@ -18,6 +18,7 @@
 #include "engine/engine_core.h"
 #include "executor/scripted_executor.h"
 #include "executor/sync_executor.h"
+#include "ops/sample.h"
 
 namespace volt::engine {
 namespace {
@@ -116,14 +117,21 @@ class SimExecutor final : public executor::SyncExecutor {
         result->logprobs.assign(b.logits_rows.size(), {});
         for (size_t i = 0; i < b.logits_rows.size(); ++i) {
             const auto& r = b.logits_rows[i];
-            result->tokens.push_back(
-                r.target >= 0 ? r.target : scripted_token(b.request_index[r.seq], r.seed, r.output_index));
+            const bool poisoned = b.request_index[r.seq] == poison_request && r.target < 0 &&
+                                  r.output_index >= poison_from_output;
+            result->tokens.push_back(poisoned ? ops::kNonFiniteToken
+                                     : r.target >= 0
+                                         ? r.target
+                                         : scripted_token(b.request_index[r.seq], r.seed, r.output_index));
             result->logprobs[i].token = result->tokens.back();
         }
         ++steps;
         return Status::ok();
     }
     int64_t steps = 0, tokens_computed = 0;
+    // Draws of this request's output tokens from poison_from_output on come back as the sample op's
+    // answer to NaN logits (ops::kNonFiniteToken).
+    int64_t poison_request = -1, poison_from_output = 0;
 
   private:
     int64_t window_, max_tokens_, max_seqs_, bs_ = 0;
@@ -232,6 +240,7 @@ class DeviceChecker final : public Executor {
 struct Choice {
     std::vector<int32_t> tokens;
     FinishReason finish = FinishReason::kNone;
+    std::string error;
 };
 
 void drain(RequestHandle& h, std::vector<Choice>* choices) {
@@ -241,6 +250,74 @@ void drain(RequestHandle& h, std::vector<Choice>* choices) {
         ASSERT_EQ(c.finish, FinishReason::kNone) << "delta after finish";
         c.tokens.insert(c.tokens.end(), out.tokens.begin(), out.tokens.end());
         c.finish = out.finish;
+        c.error = out.error;
+    }
+}
+
+// Non-finite logits (the sample op's kNonFiniteToken) fail that request alone, with a message naming the
+// step, and never become a token; the others produce exactly their tokens, the KV cache is freed, and
+// the engine keeps serving (a request submitted afterwards completes). Synchronous and pipelined.
+TEST(SchedulerTest, NonFiniteLogitsFailOnlyThatRequest) {
+    for (int in_flight : {1, 2}) {
+        EngineConfig cfg;
+        cfg.block_size = 4;
+        cfg.max_num_seqs = 6;
+        cfg.max_num_batched_tokens = 16;
+        cfg.num_kv_blocks_override = 64;
+        SimExecutor sim(0, cfg.max_num_batched_tokens, cfg.max_num_seqs, in_flight);
+        sim.poison_request = 2;
+        sim.poison_from_output = 3;
+        DeviceChecker ex(&sim);
+        auto core_or = EngineCore::create(cfg, &ex);
+        ASSERT_TRUE(core_or.is_ok()) << core_or.status().to_string();
+        EngineCore& core = **core_or;
+        std::vector<std::shared_ptr<RequestHandle>> hs;
+        std::vector<std::vector<Choice>> choices;
+        std::vector<SamplingParams> ps;
+        auto add = [&](int32_t n) {
+            SamplingParams p;
+            p.max_tokens = 8;
+            p.n = n;
+            p.seed = 10 + hs.size();
+            const std::vector<int32_t> prompt(5 + hs.size(), 7);
+            hs.push_back(std::make_shared<RequestHandle>(static_cast<int64_t>(hs.size()),
+                                                         static_cast<int32_t>(prompt.size()), n, nullptr));
+            choices.emplace_back(n);
+            ps.push_back(p);
+            core.add_request(hs.back(), prompt, p, *p.seed);
+        };
+        for (int i = 0; i < 5; ++i) add(i == 2 ? 2 : 1);
+        for (int step = 0; core.has_requests(); ++step) {
+            ASSERT_LT(step, 1000) << "no progress";
+            if (step == 3) add(1);  // arrives while request 2 is failing
+            auto ran = core.step();
+            ASSERT_TRUE(ran.is_ok()) << ran.status().to_string();
+            const Status inv = core.check_invariants();
+            ASSERT_TRUE(inv.is_ok()) << inv.to_string();
+            for (size_t i = 0; i < hs.size(); ++i) drain(*hs[i], &choices[i]);
+        }
+        for (size_t i = 0; i < hs.size(); ++i) {
+            EXPECT_TRUE(hs[i]->done()) << "request " << i;
+            for (int32_t c = 0; c < ps[i].n; ++c) {
+                const Choice& ch = choices[i][c];
+                for (int32_t t : ch.tokens) EXPECT_GE(t, 0) << "a non-finite draw became a token";
+                if (i == 2) {
+                    EXPECT_EQ(ch.finish, FinishReason::kError) << "choice " << c;
+                    EXPECT_NE(ch.error.find("non-finite logits"), std::string::npos) << ch.error;
+                    EXPECT_NE(ch.error.find("step"), std::string::npos) << ch.error;
+                    EXPECT_LE(ch.tokens.size(), 3u);
+                    continue;
+                }
+                std::vector<int32_t> want;
+                for (int64_t k = 0; k < ps[i].max_tokens; ++k)
+                    want.push_back(scripted_token(static_cast<int64_t>(i), *ps[i].seed + c, k));
+                EXPECT_EQ(ch.tokens, want) << "request " << i << " in_flight " << in_flight;
+                EXPECT_EQ(ch.finish, FinishReason::kLength);
+            }
+        }
+        const EngineStats st = core.stats();
+        EXPECT_EQ(st.kv_blocks_used[0] + st.kv_blocks_used[1], 0);
+        EXPECT_EQ(st.requests_failed, 1);
     }
 }
 
