@@ -7,7 +7,7 @@ failed.
 
 Checks: chat with reasoning (reasoning_content and content apart), a forced tool call (tool_choice names
 the function: the answer is a tool_calls message), streaming (role chunk, deltas, finish, [DONE]), n = 2,
-logprobs with top_logprobs, prompt logprobs over a 2,000-token prompt (completions with prompt_logprobs),
+logprobs with top_logprobs, prompt logprobs over a 2,000-token prompt (completions with echo + logprobs),
 64 concurrent streams, and a client that disconnects mid-stream: vllm:kv_cache_usage_perc returns to 0
 at idle and the server keeps answering.
 """
@@ -111,15 +111,16 @@ def c_n2_logprobs():
 
 
 def c_prompt_logprobs():
-    ids = [(i * 7919) % 200000 for i in range(2000)]
-    r = requests.post(f"{URL}/v1/completions", json={"model": MODEL, "prompt": ids, "max_tokens": 1,
-                                                     "prompt_logprobs": 1, "temperature": 0}, timeout=300)
+    # OpenAI's completions form: echo + logprobs give every prompt token's logprob (the first has none).
+    ids = [(i * 7919) % 8000 for i in range(2000)]  # valid in the demo vocabulary (8,192) too
+    r = requests.post(f"{URL}/v1/completions", json={"model": MODEL, "prompt": ids, "max_tokens": 1, "echo": True,
+                                                     "logprobs": 1, "temperature": 0}, timeout=300)
     j = r.json()
-    pl = j["choices"][0].get("prompt_logprobs") if r.status_code == 200 else None
-    n = len(pl) if pl else 0
-    finite = pl is not None and all(e is None or all(v["logprob"] == v["logprob"] for v in e.values()) for e in pl)
-    report("prompt_logprobs_2k", r.status_code == 200 and n >= 2000 and finite, status=r.status_code, entries=n,
-           error=None if r.status_code == 200 else r.text[:200])
+    lp = (j["choices"][0].get("logprobs") or {}).get("token_logprobs") if r.status_code == 200 else None
+    n = len(lp) if lp else 0
+    finite = lp is not None and all(v is None or (v == v and v <= 0 and v > -1e30) for v in lp)
+    report("prompt_logprobs_2k", r.status_code == 200 and n >= 2000 and finite and lp[0] is None, status=r.status_code,
+           entries=n, error=None if r.status_code == 200 else r.text[:200])
 
 
 def c_concurrent():
