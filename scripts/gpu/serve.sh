@@ -10,7 +10,8 @@
 #               attention, router, lm_head; the KV bytes at these contexts are < 1%)
 #   serve_demo  voltllm serve --device cuda on the demo model, then serve_client.py (chat, tool call,
 #               streaming, n=2, logprobs, 2k prompt logprobs, 64 streams, disconnect frees the KV cache)
-#   memory_20b  the 20b shape served at --gpu-memory-utilization 0.10 --max-model-len 8192 (a V100-16GB's
+#   memory_20b  the 20b shape served at --gpu-memory-utilization 0.10 --max-model-len 8192, the embedding
+#               in host memory, --max-num-batched-tokens 512 (a V100-16GB's
 #               budget at 0.9 is 14.4 GB; 0.10 of an H200 is ~14 GiB): the process's peak GPU memory, read
 #               by nvidia-smi from outside every 0.2 s during start-up and requests, must stay within
 #               0.10 x total
@@ -147,7 +148,8 @@ fi
 if ! want memory_20b; then
   :
 elif start_server memory_20b "$W/20b" --load-format dummy --gpu-memory-utilization 0.10 --max-model-len 8192 \
-  --max-num-seqs 16 --max-num-batched-tokens 2048; then
+  --embedding-in-host-memory \
+  --max-num-seqs 16 --max-num-batched-tokens 512; then
   timeout 200 python3 scripts/gpu/serve_client.py "http://127.0.0.1:$PORT" "$W/20b" --quick >"$W/logs/memory_20b.client" 2>&1
   rc=$?
   cat "$W/logs/memory_20b.client"

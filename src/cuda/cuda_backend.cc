@@ -95,6 +95,7 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(const CudaOptions& o) {
     VOLT_ASSIGN_OR_RETURN(Operand op, resolve_dtype(o.dtype, dev, !cublas_ok));
 
     std::unique_ptr<CudaBackend> b(new CudaBackend());
+    b->options_ = o;
     b->device_ = dev;
     b->operand_ = op;
     // Dense bf16 experts (a fine-tuned checkpoint in the save_pretrained layout) become MXFP4 where the
@@ -191,6 +192,13 @@ void CudaBackend::release(void* data, int64_t) {
     cudaError_t e = cudaStreamSynchronize(stream_);
     if (cuda_unloading(e)) return;
     VOLT_CUDA_CHECK(e);
+    if (auto it = host_mapped_.find(data); it != host_mapped_.end()) {
+        e = cudaFreeHost(it->second);
+        host_mapped_.erase(it);
+        if (cuda_unloading(e)) return;
+        VOLT_CUDA_CHECK(e);
+        return;
+    }
     e = cudaFree(data);
     if (cuda_unloading(e)) return;
     VOLT_CUDA_CHECK(e);
@@ -286,6 +294,23 @@ Result<ops::DenseWeight> CudaBackend::place_dense(const ops::DenseWeight& host, 
     VOLT_ASSIGN_OR_RETURN(d.b, place_vector_f32(host.b, owned));
     if (host.w == nullptr) return d;
     const int64_t n = host.out * host.in;
+    if (role == ops::WeightRole::kEmbedding && options_.embedding_in_host_memory) {
+        // Pinned, mapped host memory the embedding kernel reads over the bus: a step reads T rows of H
+        // values, so the lookup costs nothing noticeable and the table's GPU memory (1.08 GiB for
+        // gpt-oss) goes to the KV cache (llama.cpp keeps its token embeddings on the CPU likewise).
+        const int64_t bytes = n * format_bytes(host.format);
+        void* h = nullptr;
+        VOLT_CUDA_CHECK(cudaHostAlloc(&h, static_cast<size_t>(bytes), cudaHostAllocMapped));
+        std::memcpy(h, host.w, static_cast<size_t>(bytes));
+        void* dev = nullptr;
+        VOLT_CUDA_CHECK(cudaHostGetDevicePointer(&dev, h, 0));
+        host_mapped_[dev] = h;
+        owned->emplace_back(this, dev, bytes);
+        d.w = dev;
+        spdlog::info("cuda: the embedding table [{}, {}] stays in pinned host memory ({:.1f} MiB)", host.out,
+                     host.in, bytes / 1048576.0);
+        return d;
+    }
     switch (host.format) {
         case ops::Format::kBf16: {
             // The embedding is a lookup (widened exactly either way): it stays bf16.

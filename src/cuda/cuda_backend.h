@@ -13,6 +13,7 @@
 
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "cuda/cublas.h"
@@ -27,6 +28,7 @@ struct CudaOptions {
     std::string dtype = "auto";         // auto | half | float16 | float | float32 | bfloat16
     std::string cuda_kernels = "auto";  // auto | sm70
     int device = 0;
+    bool embedding_in_host_memory = false;  // the embedding table in pinned, mapped host memory
 };
 
 // --dtype to the operand precision on this device (auto: half below compute capability 8.0, as vLLM,
@@ -91,6 +93,7 @@ class CudaBackend final : public ops::Backend {
     // One GEMM through cuBLAS and through linear_warp_f32acc; false (with *why) when they disagree.
     bool cublas_self_test(std::string* why);
 
+    CudaOptions options_;
     DeviceInfo device_;
     Dispatch dispatch_;
     Operand operand_ = Operand::kF32;
@@ -107,6 +110,7 @@ class CudaBackend final : public ops::Backend {
     std::vector<Scratch> scratch_;
     // Placement summary, logged when lm_head (the last dense weight of a model) is placed.
     int64_t placed_bytes_ = 0, dense_to_f16_ = 0, dense_kept_bf16_ = 0, experts_quantized_ = 0;
+    std::unordered_map<void*, void*> host_mapped_;  // device address -> cudaHostAlloc'd host address
 };
 
 }  // namespace volt::cuda

@@ -12,9 +12,10 @@
 namespace volt::executor {
 
 struct DeviceOptions {
-    std::string device = "cpu";         // cpu | cuda
-    std::string dtype = "auto";         // auto | half | float | bfloat16 (GPU operand dtype)
-    std::string cuda_kernels = "auto";  // auto | sm70 (force the Volta variants and no cuBLAS)
+    std::string device = "cpu";             // cpu | cuda
+    std::string dtype = "auto";             // auto | half | float | bfloat16 (GPU operand dtype)
+    std::string cuda_kernels = "auto";      // auto | sm70 (force the Volta variants and no cuBLAS)
+    bool embedding_in_host_memory = false;  // cuda: the embedding table in pinned host memory
 };
 
 // kInvalidArgument for an unknown device; kUnimplemented for cuda in a build without it; the CUDA

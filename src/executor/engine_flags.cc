@@ -43,6 +43,9 @@ void add_engine_flags(CLI::App* app, EngineFlags* f) {
                     "auto or sm70 (force the Volta kernels, no cuBLAS)")
         ->check(CLI::IsMember({"auto", "sm70"}))
         ->capture_default_str();
+    app->add_flag("--embedding-in-host-memory", f->device.embedding_in_host_memory,
+                  "cuda: keep the embedding table in pinned host memory (1.08 GiB of GPU memory for gpt-oss "
+                  "goes to the KV cache; a step reads only its tokens' rows over the bus)");
     app->add_option("--gpu-memory-utilization", f->gpu_memory_utilization,
                     "share of the GPU's total memory for weights, activations and the KV cache (vLLM's)")
         ->check(CLI::Range(0.01, 1.0))

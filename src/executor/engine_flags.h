@@ -2,7 +2,8 @@
 // --block-size, --max-num-seqs, --max-num-batched-tokens, --max-model-len, --kv-cache-memory-bytes,
 // --num-kv-blocks-override (alias --num-gpu-blocks-override), --max-queued-requests, --swap-space
 // (accepted, prints a notice: swapping to host memory comes later), --executor cpu|scripted, --script,
-// and where the model runs: --device cpu|cuda, --cuda-kernels auto|sm70, --gpu-memory-utilization,
+// and where the model runs: --device cpu|cuda, --cuda-kernels auto|sm70, --embedding-in-host-memory,
+// --gpu-memory-utilization,
 // --load-format auto|safetensors|dummy. --dtype stays each command's own (serve takes vLLM's spellings).
 // Tests: tests/unit/executor/engine_flags_test.cc; on the GPU scripts/gpu/serve.sh.
 #pragma once

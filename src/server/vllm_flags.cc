@@ -65,6 +65,9 @@ constexpr VllmFlag kFlags[] = {
      "also looked in for `org/name` models, before the Hugging Face cache; nothing is ever downloaded"},
     {"--dtype", "", A::kValue, S::kHonoured, O::kVllm, false,
      "activation dtype: auto, half/float16, bfloat16, float/float32 (Volta: half)"},
+    {"--embedding-in-host-memory", "", A::kSwitch, S::kHonoured, O::kVoltllm, false,
+     "cuda: the embedding table stays in pinned host memory (its 1.08 GiB go to the KV cache), as llama.cpp "
+     "does"},
     {"--enable-auto-tool-choice", "", A::kSwitch, S::kHonoured, O::kVllm, false,
      "lets the model call tools when `tool_choice` is auto (gpt-oss: harmony function calls)"},
     {"--enable-chunked-prefill", "", A::kSwitch, S::kAcceptedWithNotice, O::kVllm, true,
