@@ -15,7 +15,16 @@ namespace volt::cuda {
 
 namespace {
 
-enum ScratchSlot : int { kRouterLogits, kExpertAct, kExpertY, kSampleRows, kCublasA, kCublasC, kNumScratch };
+enum ScratchSlot : int {
+    kRouterLogits,
+    kExpertAct,
+    kExpertY,
+    kSampleRows,
+    kCublasA,
+    kCublasC,
+    kAttnPartials,
+    kNumScratch
+};
 
 // Rows of one cuBLAS call: fixed, so that the algorithm cuBLAS picks (by shape and alignment) and with
 // it every row's reduction order are the same whatever the batch (a partial tile is zero-padded).
@@ -457,7 +466,14 @@ void CudaBackend::embedding(const ops::EmbeddingArgs& a) { launch_embedding(a, c
 void CudaBackend::rmsnorm(const ops::RmsNormArgs& a) { launch_rmsnorm(a, ctx()); }
 void CudaBackend::rope(const ops::RopeArgs& a) { launch_rope(a, ctx()); }
 void CudaBackend::kv_write(const ops::KvWriteArgs& a) { launch_kv_write(a, ctx()); }
-void CudaBackend::attention(const ops::AttentionArgs& a) { launch_attention(a, ctx()); }
+void CudaBackend::attention(const ops::AttentionArgs& a) {
+    if (dispatch_.uses(OpKind::kAttention, "attention_splitkv_gqa_f32acc") && attention_split_eligible(a)) {
+        launch_attention_split(
+            a, static_cast<float*>(scratch(kAttnPartials, attention_split_scratch_bytes(a))), ctx());
+        return;
+    }
+    launch_attention(a, ctx());
+}
 void CudaBackend::add(const ops::AddArgs& a) { launch_add(a, ctx()); }
 
 void CudaBackend::linear(const ops::LinearArgs& a) {

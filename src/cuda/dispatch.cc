@@ -22,6 +22,10 @@ constexpr KernelVariant kTable[] = {
     {OpKind::kKvWrite, "kv_write_rows", 70, false, "one block per token, f32 or f16 cache"},
     {OpKind::kAttention, "attention_warp_online_sink", 70, false,
      "one warp per (row, head), online softmax seeded with the sink, no split-KV"},
+    {OpKind::kAttention, "attention_splitkv_gqa_f32acc", 70, false,
+     "block per (row, KV head, chunk of 256 keys of the row's own range): K/V read once for the GQA group, "
+     "chunk softmax, then a combine in chunk order with the sink",
+     true},
     {OpKind::kRouter, "router_warp_topk_f32", 70, false,
      "logits by linear_warp with f32 operands, warp top-k"},
     {OpKind::kExperts, "experts_warp_mxfp4_3pass", 70, false,
