@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <nlohmann/json.hpp>
 
@@ -14,7 +15,16 @@ namespace volt::cuda {
 
 namespace {
 
-enum ScratchSlot : int { kRouterLogits, kExpertAct, kExpertY, kSampleRows, kCublasA, kCublasC, kNumScratch };
+enum ScratchSlot : int {
+    kRouterLogits,
+    kExpertAct,
+    kExpertY,
+    kSampleRows,
+    kCublasA,
+    kCublasC,
+    kAttnPartials,
+    kNumScratch
+};
 
 // Rows of one cuBLAS call: fixed, so that the algorithm cuBLAS picks (by shape and alignment) and with
 // it every row's reduction order are the same whatever the batch (a partial tile is zero-padded).
@@ -83,13 +93,20 @@ Result<Operand> resolve_dtype(const std::string& dtype, const DeviceInfo& d, boo
 }
 
 Result<std::unique_ptr<CudaBackend>> CudaBackend::create(const CudaOptions& o) {
-    if (o.cuda_kernels != "auto" && o.cuda_kernels != "sm70")
-        return invalid_argument("--cuda-kernels " + o.cuda_kernels + ": expected auto or sm70");
+    if (o.cuda_kernels != "auto" && o.cuda_kernels != "sm70" && o.cuda_kernels != "basic" &&
+        o.cuda_kernels != "sm70-basic")
+        return invalid_argument("--cuda-kernels " + o.cuda_kernels +
+                                ": expected auto, sm70, basic or sm70-basic");
     VOLT_ASSIGN_OR_RETURN(DeviceInfo dev, probe_device(o.device));
     DispatchInput in;
     in.cc = dev.cc();
     in.kernel_arch = dev.kernel_arch;
-    in.force_sm70 = o.cuda_kernels == "sm70";
+    in.force_sm70 = o.cuda_kernels == "sm70" || o.cuda_kernels == "sm70-basic";
+    // The straightforward kernels of issue 13 only (a failing fast kernel isolated on the device):
+    // --cuda-kernels basic / sm70-basic, or VOLT_CUDA_KERNELS_BASIC=1 for every backend of the process.
+    const char* basic_env = std::getenv("VOLT_CUDA_KERNELS_BASIC");
+    in.basic_only = o.cuda_kernels == "basic" || o.cuda_kernels == "sm70-basic" ||
+                    (basic_env != nullptr && std::string(basic_env) == "1");
     std::string cublas_why;
     const bool cublas_ok = cublas_allowed(in, &cublas_why);
     VOLT_ASSIGN_OR_RETURN(Operand op, resolve_dtype(o.dtype, dev, !cublas_ok));
@@ -357,12 +374,70 @@ Result<ops::DenseWeight> CudaBackend::place_dense(const ops::DenseWeight& host, 
 }
 
 Result<ops::QkvWeights> CudaBackend::place_qkv(const ops::QkvWeights& host, std::vector<ops::Buffer>* owned) {
-    // Kept unfused: the default qkv_rope_kvwrite runs three linears (fusing is issue 14's).
+    const ops::DenseWeight &hq = host.q, &hk = host.k, &hv = host.v;
+    auto vec_bytes = [](ops::Format f) -> int64_t { return f == ops::Format::kF32 ? 4 : 2; };
+    const bool same_bias = (hq.b.data == nullptr && hk.b.data == nullptr && hv.b.data == nullptr) ||
+                           (hq.b.data != nullptr && hk.b.data != nullptr && hv.b.data != nullptr &&
+                            hq.b.format == hk.b.format && hq.b.format == hv.b.format);
+    const bool fusable =
+        !host.fused() && hq.format == hk.format && hq.format == hv.format && hq.in == hk.in &&
+        hq.in == hv.in && hq.in % 8 == 0 && same_bias &&
+        (hq.format == ops::Format::kBf16 || hq.format == ops::Format::kF16 || hq.format == ops::Format::kF32);
+    if (dispatch_.uses(OpKind::kLinear, "linear_gemv_ld128_f32acc") && fusable) {
+        // Fused at load: one [q | k | v] weight read by one GEMV launch (qkv_rope_kvwrite below).
+        const int64_t eb = format_bytes(hq.format), rows = hq.out + hk.out + hv.out;
+        std::vector<uint8_t> w(rows * hq.in * eb);
+        int64_t off = 0;
+        for (const ops::DenseWeight* p : {&hq, &hk, &hv}) {
+            std::memcpy(w.data() + off, p->w, p->out * p->in * eb);
+            off += p->out * p->in * eb;
+        }
+        std::vector<uint8_t> b;
+        ops::DenseWeight f = hq;
+        f.w = w.data();
+        f.out = rows;
+        f.b = {};
+        if (hq.b.data != nullptr) {
+            const int64_t vb = vec_bytes(hq.b.format);
+            for (const ops::DenseWeight* p : {&hq, &hk, &hv}) {
+                const auto* src = static_cast<const uint8_t*>(p->b.data);
+                b.insert(b.end(), src, src + p->b.n * vb);
+            }
+            f.b = {hq.b.format, b.data(), rows};
+        }
+        ops::QkvWeights q;
+        VOLT_ASSIGN_OR_RETURN(q.q, place_dense(f, ops::WeightRole::kAttention, owned));
+        q.k = hk;
+        q.k.w = nullptr;  // fused(): q holds all three
+        q.k.b = {};
+        q.v = hv;
+        q.v.w = nullptr;
+        q.v.b = {};
+        return q;
+    }
+    // Unfused (the basic kernels): the default qkv_rope_kvwrite runs three linears.
     ops::QkvWeights q;
-    VOLT_ASSIGN_OR_RETURN(q.q, place_dense(host.q, ops::WeightRole::kAttention, owned));
-    VOLT_ASSIGN_OR_RETURN(q.k, place_dense(host.k, ops::WeightRole::kAttention, owned));
-    VOLT_ASSIGN_OR_RETURN(q.v, place_dense(host.v, ops::WeightRole::kAttention, owned));
+    VOLT_ASSIGN_OR_RETURN(q.q, place_dense(hq, ops::WeightRole::kAttention, owned));
+    VOLT_ASSIGN_OR_RETURN(q.k, place_dense(hk, ops::WeightRole::kAttention, owned));
+    VOLT_ASSIGN_OR_RETURN(q.v, place_dense(hv, ops::WeightRole::kAttention, owned));
     return q;
+}
+
+void CudaBackend::qkv_rope_kvwrite(const ops::QkvRopeKvWriteArgs& a) {
+    if (!a.w.fused()) {
+        ops::Backend::qkv_rope_kvwrite(a);
+        return;
+    }
+    const int64_t T = a.num_tokens, qd = a.num_heads * a.head_dim, kvd = a.num_kv_heads * a.head_dim;
+    VOLT_CHECK(a.w.q.out == qd + 2 * kvd)
+        << "fused qkv of " << a.w.q.out << " rows for q " << qd << ", kv " << kvd;
+    launch_rmsnorm({.x = a.x, .w = a.norm, .y = a.h, .num_rows = T, .hidden = a.hidden, .eps = a.eps}, ctx());
+    const ops::LinearArgs la{.x = a.h, .weight = a.w.q, .y = a.q, .num_tokens = T};
+    VOLT_CHECK(linear_gemv_eligible(la)) << "fused qkv: the GEMV does not take this input (alignment)";
+    launch_linear_gemv_split3(la, a.q, qd, a.k, kvd, a.v, kvd, operand_, ctx());
+    launch_rope({a.q, a.k, a.positions, a.inv_freq, a.mscale, T, a.num_heads, a.num_kv_heads, a.head_dim},
+                ctx());
+    launch_kv_write({a.k, a.v, a.slot_mapping, a.kv, T, a.num_kv_heads, a.head_dim}, ctx());
 }
 
 Result<ops::ExpertWeights> CudaBackend::place_experts(const ops::ExpertWeights& host,
@@ -416,16 +491,37 @@ void CudaBackend::embedding(const ops::EmbeddingArgs& a) { launch_embedding(a, c
 void CudaBackend::rmsnorm(const ops::RmsNormArgs& a) { launch_rmsnorm(a, ctx()); }
 void CudaBackend::rope(const ops::RopeArgs& a) { launch_rope(a, ctx()); }
 void CudaBackend::kv_write(const ops::KvWriteArgs& a) { launch_kv_write(a, ctx()); }
-void CudaBackend::attention(const ops::AttentionArgs& a) { launch_attention(a, ctx()); }
+void CudaBackend::attention(const ops::AttentionArgs& a) {
+    if (dispatch_.uses(OpKind::kAttention, "attention_splitkv_gqa_f32acc") && attention_split_eligible(a)) {
+        launch_attention_split(
+            a, static_cast<float*>(scratch(kAttnPartials, attention_split_scratch_bytes(a))), ctx());
+        return;
+    }
+    launch_attention(a, ctx());
+}
 void CudaBackend::add(const ops::AddArgs& a) { launch_add(a, ctx()); }
 
 void CudaBackend::linear(const ops::LinearArgs& a) {
+    if (dispatch_.uses(OpKind::kLinear, "linear_gemv_ld128_f32acc") && linear_gemv_eligible(a)) {
+        launch_linear_gemv(a, operand_, ctx());
+        return;
+    }
     if (cublas_ && dispatch_.uses(OpKind::kLinear, "linear_cublas_f16_tiles64") &&
         a.weight.format == ops::Format::kF16 && operand_ == Operand::kF16) {
         linear_cublas(a);
         return;
     }
     launch_linear(a, operand_, ctx());
+}
+
+void CudaBackend::o_proj_residual(const ops::OProjResidualArgs& a) {
+    const ops::LinearArgs la{
+        .x = a.attn, .weight = a.o, .y = a.keep_intermediates ? a.out : nullptr, .num_tokens = a.num_tokens};
+    if (dispatch_.uses(OpKind::kLinear, "linear_gemv_ld128_f32acc") && linear_gemv_eligible(la)) {
+        launch_linear_gemv_residual(la, a.x, operand_, ctx());  // one launch: x += Wo attn + bo
+        return;
+    }
+    ops::Backend::o_proj_residual(a);
 }
 
 void CudaBackend::linear_cublas(const ops::LinearArgs& a) {
@@ -450,7 +546,11 @@ void CudaBackend::router(const ops::RouterArgs& a) {
     if (T <= 0) return;
     auto* logits = static_cast<float*>(scratch(kRouterLogits, std::max(T, limits_.max_tokens) * E * 4));
     ops::LinearArgs la{.x = a.x, .weight = a.router, .y = logits, .num_tokens = T};
-    launch_linear(la, Operand::kF32, ctx());
+    if (dispatch_.uses(OpKind::kLinear, "linear_gemv_ld128_f32acc") && linear_gemv_eligible(la)) {
+        launch_linear_gemv(la, Operand::kF32, ctx());
+    } else {
+        launch_linear(la, Operand::kF32, ctx());
+    }
     launch_router_topk(logits, T, E, a.top_k, a.expert_ids, a.expert_weights, ctx());
 }
 
@@ -458,9 +558,39 @@ void CudaBackend::experts(const ops::ExpertsArgs& a) {
     const int64_t T = a.num_tokens;
     if (T <= 0) return;
     const int64_t pairs = std::max(T, limits_.max_tokens) * a.top_k;
+    if (dispatch_.uses(OpKind::kExperts, "experts_gemv_mxfp4_f16x2") && experts_gemv_eligible(a)) {
+        launch_experts_gemv(a, scratch(kExpertAct, experts_gemv_act_bytes(pairs, a.down.in)), ctx());
+        return;
+    }
     auto* act = static_cast<float*>(scratch(kExpertAct, pairs * a.down.in * 4));
     auto* y = static_cast<float*>(scratch(kExpertY, pairs * a.down.out * 4));
     launch_experts(a, act, y, ctx());
+}
+
+double CudaBackend::measure_read_gbps(int64_t bytes) {
+    bytes = bytes / 16 * 16;
+    if (bytes < 16) return 0.0;
+    auto buf = alloc(bytes);
+    auto sink = alloc(4096 * 4);
+    if (!buf.is_ok() || !sink.is_ok()) return 0.0;
+    fill(buf->data(), 0x5A, bytes);
+    cudaEvent_t t0, t1;
+    VOLT_CUDA_CHECK(cudaEventCreate(&t0));
+    VOLT_CUDA_CHECK(cudaEventCreate(&t1));
+    for (int i = 0; i < 2; ++i)
+        launch_read_bandwidth(buf->data(), bytes, device_.sm_count, sink->as<uint32_t>(), ctx());
+    constexpr int kIters = 10;
+    VOLT_CUDA_CHECK(cudaEventRecord(t0, stream_));
+    for (int i = 0; i < kIters; ++i)
+        launch_read_bandwidth(buf->data(), bytes, device_.sm_count, sink->as<uint32_t>(), ctx());
+    VOLT_CUDA_CHECK(cudaEventRecord(t1, stream_));
+    VOLT_CUDA_CHECK(cudaEventSynchronize(t1));
+    float ms = 0.0f;
+    VOLT_CUDA_CHECK(cudaEventElapsedTime(&ms, t0, t1));
+    VOLT_CUDA_CHECK(cudaEventDestroy(t0));
+    VOLT_CUDA_CHECK(cudaEventDestroy(t1));
+    check_device_errors();
+    return ms > 0.0f ? static_cast<double>(bytes) * kIters / (static_cast<double>(ms) * 1e6) : 0.0;
 }
 
 void CudaBackend::sample(const ops::SampleArgs& a) {

@@ -26,7 +26,7 @@ namespace volt::cuda {
 
 struct CudaOptions {
     std::string dtype = "auto";         // auto | half | float16 | float | float32 | bfloat16
-    std::string cuda_kernels = "auto";  // auto | sm70
+    std::string cuda_kernels = "auto";  // auto | sm70 | basic | sm70-basic (basic: issue 13's kernels only)
     int device = 0;
     bool embedding_in_host_memory = false;  // the embedding table in pinned, mapped host memory
 };
@@ -78,6 +78,11 @@ class CudaBackend final : public ops::Backend {
     void experts(const ops::ExpertsArgs& a) override;
     void add(const ops::AddArgs& a) override;
     void sample(const ops::SampleArgs& a) override;
+    // Coarse ops with a fused launch when the fast kernels run (else the fine ops, src/ops/backend.cc).
+    void o_proj_residual(const ops::OProjResidualArgs& a) override;
+    // Fused q|k|v (placed fused when the fast kernels run): rmsnorm, one GEMV, rope, kv_write.
+    void qkv_rope_kvwrite(const ops::QkvRopeKvWriteArgs& a) override;
+    double measure_read_gbps(int64_t bytes) override;
 
   private:
     CudaBackend() = default;

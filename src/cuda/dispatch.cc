@@ -14,14 +14,26 @@ constexpr KernelVariant kTable[] = {
      "one warp per output unit, rows in tiles of 8, operands rounded to --dtype, f32 accumulation"},
     {OpKind::kLinear, "linear_cublas_f16_tiles64", 70, true,
      "f16 weights and f16 operands only: cublasGemmEx in fixed tiles of 64 rows (padded), f32 out"},
+    {OpKind::kLinear, "linear_gemv_ld128_f32acc", 70, false,
+     "GEMV for every batch size: warp per output, 128-bit weight loads once per tile of 4 rows, exact "
+     "widening, f32 FMA (also the router's logits)",
+     true},
     {OpKind::kRope, "rope_neox_yarn_f32", 70, false, "one block per token, cosf/sinf in f32"},
     {OpKind::kKvWrite, "kv_write_rows", 70, false, "one block per token, f32 or f16 cache"},
     {OpKind::kAttention, "attention_warp_online_sink", 70, false,
      "one warp per (row, head), online softmax seeded with the sink, no split-KV"},
+    {OpKind::kAttention, "attention_splitkv_gqa_f32acc", 70, false,
+     "block per (row, KV head, chunk of 256 keys of the row's own range): K/V read once for the GQA group, "
+     "chunk softmax, then a combine in chunk order with the sink",
+     true},
     {OpKind::kRouter, "router_warp_topk_f32", 70, false,
      "logits by linear_warp with f32 operands, warp top-k"},
     {OpKind::kExperts, "experts_warp_mxfp4_3pass", 70, false,
      "gate_up+SwiGLU, down+bias, weighted combine; MXFP4 decoded in registers, E8M0 in f32"},
+    {OpKind::kExperts, "experts_gemv_mxfp4_f16x2", 70, false,
+     "2 launches: gate_up+SwiGLU (warp per unit, all k pairs), down+bias+weight+residual; 128-bit loads, "
+     "E2M1 -> f16 by bit ops, 8-term HFMA2 chains into f32 (f32 products under --dtype float)",
+     true},
     {OpKind::kAdd, "add_f32", 70, false, "elementwise"},
     {OpKind::kSample, "sample_block1024_f64", 70, false, "one block per row, f64 sums, exact top-k"},
 };
@@ -65,6 +77,7 @@ Dispatch choose_dispatch(const DispatchInput& in) {
     std::string ignored;
     d.sm70_only = !cublas_allowed(in, &ignored);
     d.cc_used = d.sm70_only ? 70 : in.cc;
+    d.basic_only = in.basic_only;
     d.why = in.force_sm70 ? "--cuda-kernels sm70"
             : d.sm70_only ? "compute_" + std::to_string(in.kernel_arch / 10) + " code on a cc " +
                                 std::to_string(in.cc / 10) + "." + std::to_string(in.cc % 10) + " GPU"
@@ -75,6 +88,7 @@ Dispatch choose_dispatch(const DispatchInput& in) {
         const KernelVariant& v = table[i];
         if (v.min_cc > d.cc_used) continue;
         if (v.needs_cublas && (d.sm70_only || !in.cublas_ready)) continue;
+        if (v.fast && in.basic_only) continue;
         d.variant[static_cast<int>(v.op)] = &v;
     }
     return d;
@@ -90,7 +104,7 @@ std::string describe(const Dispatch& d) {
         s += v ? v->name : "none";
     }
     s += " (for cc " + std::to_string(d.cc_used / 10) + "." + std::to_string(d.cc_used % 10) + ", " + d.why +
-         ")";
+         (d.basic_only ? ", basic kernels only" : "") + ")";
     return s;
 }
 

@@ -32,6 +32,7 @@ struct KernelVariant {
     int min_cc;         // 70 = sm_70
     bool needs_cublas;  // only chosen when cuBLAS loaded and passed its self-test
     const char* what;   // one line for the log and docs/cuda.md
+    bool fast = false;  // an issue-14 kernel: left out by --cuda-kernels basic (isolates a failure)
 };
 
 // All variants, each op's sm_70 variant first.
@@ -42,13 +43,15 @@ struct DispatchInput {
     int kernel_arch = 0;      // __CUDA_ARCH__ of the running code (700, 900, ...)
     bool force_sm70 = false;  // --cuda-kernels sm70
     bool cublas_ready = false;
+    bool basic_only = false;  // --cuda-kernels basic / sm70-basic or VOLT_CUDA_KERNELS_BASIC=1
 };
 
 struct Dispatch {
     const KernelVariant* variant[static_cast<int>(OpKind::kCount)] = {};
-    int cc_used = 0;         // the capability variants were chosen for
-    bool sm70_only = false;  // forced or Volta code running: sm_70 variants, no cuBLAS
-    std::string why;         // "--cuda-kernels sm70", "compute_70 code on a cc 9.0 GPU", "auto"
+    int cc_used = 0;          // the capability variants were chosen for
+    bool sm70_only = false;   // forced or Volta code running: sm_70 variants, no cuBLAS
+    bool basic_only = false;  // the straightforward variants of issue 13 only
+    std::string why;          // "--cuda-kernels sm70", "compute_70 code on a cc 9.0 GPU", "auto"
     const KernelVariant* of(OpKind op) const { return variant[static_cast<int>(op)]; }
     bool uses(OpKind op, const char* name) const;
 };

@@ -58,6 +58,32 @@ void launch_experts(const ops::ExpertsArgs& a, float* act, float* y, const Launc
 
 void launch_add(const ops::AddArgs& a, const Launch& ctx);
 
+// ---- the fast decode kernels of issue 14 (docs/cuda.md "Fast kernels") ----
+// Dense GEMV with 128-bit weight loads (kernels/gemv.cu): f16/bf16/f32 weights with in % 8 == 0, 16-byte
+// aligned W and x. Same contract as launch_linear; callers fall back to it when not eligible.
+bool linear_gemv_eligible(const ops::LinearArgs& a);
+void launch_linear_gemv(const ops::LinearArgs& a, Operand operand, const Launch& ctx);
+// The same, adding every output into residual [rows, out] too (a.y may be null: not kept).
+void launch_linear_gemv_residual(const ops::LinearArgs& a, float* residual, Operand operand,
+                                 const Launch& ctx);
+// The same with the outputs split in three row-major parts: o < n0 to y0 [rows, n0], the next n1 to y1,
+// the last n2 to y2 (a fused q|k|v weight writes q, k, v apart); n0 + n1 + n2 == out.
+void launch_linear_gemv_split3(const ops::LinearArgs& a, float* y0, int64_t n0, float* y1, int64_t n1,
+                               float* y2, int64_t n2, Operand operand, const Launch& ctx);
+// MXFP4 experts in two launches (kernels/experts_gemv.cu): gate_up + clamped SwiGLU into act, then down +
+// bias + routing weight accumulated into a.out in rank order. act: experts_gemv_act_bytes of scratch.
+bool experts_gemv_eligible(const ops::ExpertsArgs& a);
+int64_t experts_gemv_act_bytes(int64_t pairs, int64_t inter);
+void launch_experts_gemv(const ops::ExpertsArgs& a, void* act, const Launch& ctx);
+// Split-KV attention (kernels/attention_split.cu): the GQA group of a KV head per block, chunks of 256 keys
+// of each row's own range, combined in order with the sink. Needs max_seq_len > 0, G <= 16, d % 8 == 0,
+// d <= 128; part: attention_split_scratch_bytes of scratch.
+bool attention_split_eligible(const ops::AttentionArgs& a);
+int64_t attention_split_scratch_bytes(const ops::AttentionArgs& a);
+void launch_attention_split(const ops::AttentionArgs& a, float* part, const Launch& ctx);
+// The read-bandwidth reference (kernels/bandwidth.cu): one pass of 128-bit loads over buf [bytes].
+void launch_read_bandwidth(const void* buf, int64_t bytes, int sm_count, uint32_t* sink, const Launch& ctx);
+
 // ---- helpers of the cuBLAS path and of placement (kernels/elementwise.cu) ----
 // dst[r, c] = operand-rounded x[row r, c] as f16 for r < rows, 0 for rows <= r < padded_rows.
 void launch_rows_to_f16(const float* x, const int32_t* rows, int64_t num_rows, int64_t padded_rows,

@@ -289,6 +289,10 @@ class Backend {
     // The sample op (ops/sample.h) and KV copy-on-write.
     virtual void sample(const SampleArgs& a) = 0;
     virtual void copy_blocks(const CopyBlocksArgs& a);
+
+    // Benchmarks only (volt_op_test --bench): the read bandwidth in GB/s of a streaming 128-bit-load
+    // kernel over `bytes` of fresh backend memory, measured now; 0 where the backend has none (the CPU).
+    virtual double measure_read_gbps(int64_t /*bytes*/) { return 0.0; }
 };
 
 }  // namespace volt::ops

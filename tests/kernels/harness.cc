@@ -359,19 +359,34 @@ void Case::skip(const std::string& why) {
 }
 
 void Case::bench(const std::function<void()>& run, int64_t min_bytes) {
+    bench_rotating([&](int) { run(); }, 1, min_bytes);
+}
+
+void Case::bench_rotating(const std::function<void(int)>& run, int copies, int64_t min_bytes) {
     if (!opt_.bench || skipped_) return;
-    for (int i = 0; i < 2; ++i) run();
+    if (run_.read_gbps < 0.0) {
+        run_.read_gbps = backend_.measure_read_gbps(opt_.read_bytes);
+        std::printf("{\"bench\":\"read_bandwidth\",\"backend\":\"%s\",\"bytes\":%lld,\"gbps\":%.1f}\n",
+                    backend_.name(), static_cast<long long>(opt_.read_bytes), run_.read_gbps);
+    }
+    copies = std::max(1, copies);
+    const int calls = (std::max(16, copies) + copies - 1) / copies * copies;
+    for (int i = 0; i < copies; ++i) run(i);
     backend_.synchronize();
     std::vector<double> us;
-    for (int i = 0; i < std::max(1, opt_.bench_iters); ++i) {
+    for (int it = 0; it < std::max(1, opt_.bench_iters); ++it) {
         const auto t0 = std::chrono::steady_clock::now();
-        run();
+        for (int i = 0; i < calls; ++i) run(i % copies);
         backend_.synchronize();
         us.push_back(
-            std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+            std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / calls);
     }
     std::sort(us.begin(), us.end());
-    bench_.push_back({us[us.size() / 2], min_bytes});
+    bench_.push_back({us[us.size() / 2], min_bytes, copies, calls});
+}
+
+void Case::bench_info(const std::string& key, const std::string& value) {
+    bench_info_.push_back({key, value});
 }
 
 bool Case::finish() {
@@ -413,7 +428,24 @@ bool Case::finish() {
                     static_cast<long long>(b.min_bytes), gbps, opt_.bench_iters);
         if (opt_.ceiling_gbps > 0)
             std::printf(" ceiling_gbps=%.1f fraction=%.3f", opt_.ceiling_gbps, gbps / opt_.ceiling_gbps);
+        if (run_.read_gbps > 0)
+            std::printf(" read_gbps=%.1f read_fraction=%.3f", run_.read_gbps, gbps / run_.read_gbps);
         std::printf("\n");
+        // The same as one JSON line (scripts/gpu/bench.sh collects the lines starting with {"bench").
+        std::string j = "{\"bench\":\"" + def_.op + "\",\"shape\":\"" + def_.shape + "\",\"backend\":\"" +
+                        backend_.name() + "\",\"pass\":" + (pass ? "true" : "false");
+        char buf[512];
+        std::snprintf(buf, sizeof buf,
+                      ",\"median_us\":%.3f,\"min_bytes\":%lld,\"gbps\":%.1f,\"read_gbps\":%.1f,"
+                      "\"fraction\":%.4f,\"copies\":%d,\"working_set_bytes\":%lld,\"calls_per_round\":%d,"
+                      "\"rounds\":%d",
+                      b.median_us, static_cast<long long>(b.min_bytes), gbps, std::max(0.0, run_.read_gbps),
+                      run_.read_gbps > 0 ? gbps / run_.read_gbps : 0.0, b.copies,
+                      static_cast<long long>(b.min_bytes) * b.copies, b.calls, opt_.bench_iters);
+        j += buf;
+        for (const auto& [k, v] : bench_info_) j += ",\"" + k + "\":\"" + v + "\"";
+        j += "}";
+        std::printf("%s\n", j.c_str());
     }
     std::fflush(stdout);
     return pass;

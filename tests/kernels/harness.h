@@ -27,7 +27,9 @@ struct Options {
     uint64_t seed = 1;
     bool bench = false;
     int bench_iters = 10;
-    double ceiling_gbps = 0.0;  // > 0: BENCH lines also give the fraction of this bandwidth
+    double ceiling_gbps = 0.0;              // > 0: BENCH lines also give the fraction of this bandwidth
+    int64_t read_bytes = int64_t{1} << 30;  // buffer of the read-bandwidth reference (>= 4x L2)
+    bool bench_shapes = false;              // --shapes bench: the rotating benchmark cases (cases_bench.cc)
     ref::Injection inject = ref::Injection::kNone;
     std::vector<ops::Format> kv_formats = {ops::Format::kF32, ops::Format::kF16};
     bool verbose = false;
@@ -68,6 +70,7 @@ struct CaseDef;
 // What lasts across the cases of one run: the workspace limits reserved so far (they only grow).
 struct RunState {
     ops::WorkspaceLimits reserved;
+    double read_gbps = -1.0;  // the read-bandwidth reference, measured at the first bench (0: none)
 };
 
 // One (op, shape): owns its backend memory; collects the checks and prints one line at the end.
@@ -149,6 +152,12 @@ class Case {
     // --bench: `run` (which must leave outputs valid to run again) timed with synchronize; warm-up, then
     // the median of options().bench_iters runs; min_bytes = bytes the op must read or write at least.
     void bench(const std::function<void()>& run, int64_t min_bytes);
+    // The same over `copies` copies of the op's data: call i runs run(i % copies), so a working set of
+    // copies x (bytes per call) >= 4x L2 measures device memory, not L2. Calls run back to back (rounds
+    // of at least 16 calls, one synchronize per round; the median round over bench_iters, per call).
+    void bench_rotating(const std::function<void(int)>& run, int copies, int64_t min_bytes);
+    // A key=value pair carried into the BENCH JSON line ("distinct_experts": "17.3").
+    void bench_info(const std::string& key, const std::string& value);
 
     // Prints the line; true when every check passed (or the case was skipped).
     bool finish();
@@ -163,7 +172,9 @@ class Case {
     struct BenchResult {
         double median_us = 0;
         int64_t min_bytes = 0;
+        int copies = 1, calls = 1;
     };
+    std::vector<std::pair<std::string, std::string>> bench_info_;
     void add(Check c);
 
     const Options& opt_;
@@ -180,7 +191,7 @@ class Case {
     std::string skip_reason_;
 };
 
-enum class ShapeSet { kEdge, kModel };
+enum class ShapeSet { kEdge, kModel, kBench };
 
 // One registered (op, shape): `run` builds inputs, runs the backend, computes the reference, compares.
 struct CaseDef {
@@ -198,6 +209,7 @@ void add_moe_cases(const Options& opt, std::vector<CaseDef>* out);          // r
                                                                             // experts_residual
 void add_sample_cases(const Options& opt, std::vector<CaseDef>* out);       // sample
 void add_copy_blocks_cases(const Options& opt, std::vector<CaseDef>* out);  // copy_blocks
+void add_bench_cases(const Options& opt, std::vector<CaseDef>* out);        // --shapes bench
 
 // Helpers shared by the case files.
 void add_case(std::vector<CaseDef>* out, std::string op, std::string shape, ShapeSet set,

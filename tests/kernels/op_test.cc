@@ -34,8 +34,9 @@ int main(int argc, char** argv) {
     CLI::App app{"volt_op_test: every op of a backend against a double-precision reference"};
     app.add_option("--backend", opt.backend, "cpu | cuda")->capture_default_str();
     app.add_option("--op", ops_arg, "only these ops (comma-separated)");
-    app.add_option("--shapes", shapes, "edge | model | all")
-        ->check(CLI::IsMember({"edge", "model", "all"}))
+    app.add_option("--shapes", shapes,
+                   "edge | model | all | bench (rotating benchmark shapes, GBs of memory)")
+        ->check(CLI::IsMember({"edge", "model", "all", "bench"}))
         ->capture_default_str();
     app.add_option("--seed", opt.seed, "input seed")->capture_default_str();
     app.add_flag("--bench", opt.bench, "also time every case (BENCH lines, README.md)");
@@ -44,6 +45,8 @@ int main(int argc, char** argv) {
                    "a measured read bandwidth (GB/s): BENCH lines add the fraction of it reached");
     app.add_option("--inject", inject, "break the reference on purpose: sink | window | mscale | clamp | gqa")
         ->check(CLI::IsMember({"none", "sink", "window", "mscale", "clamp", "gqa"}))
+        ->capture_default_str();
+    app.add_option("--read-bytes", opt.read_bytes, "buffer of the read-bandwidth reference (bytes)")
         ->capture_default_str();
     app.add_option("--kv", kv, "KV cache formats: f32 | f16 | all")
         ->check(CLI::IsMember({"f32", "f16", "all"}))
@@ -66,8 +69,9 @@ int main(int argc, char** argv) {
         return 0;
     }
     opt.ops = split(ops_arg);
-    opt.edge = shapes != "model";
-    opt.model = shapes != "edge";
+    opt.edge = shapes == "edge" || shapes == "all";
+    opt.model = shapes == "model" || shapes == "all";
+    opt.bench_shapes = shapes == "bench";
     ref::parse_injection(inject, &opt.inject);
     if (kv == "f32") opt.kv_formats = {ops::Format::kF32};
     if (kv == "f16") opt.kv_formats = {ops::Format::kF16};
@@ -78,6 +82,7 @@ int main(int argc, char** argv) {
     add_moe_cases(opt, &cases);
     add_sample_cases(opt, &cases);
     add_copy_blocks_cases(opt, &cases);
+    add_bench_cases(opt, &cases);
     std::set<std::string> known;
     for (const auto& c : cases) known.insert(c.op);
     for (const auto& o : opt.ops) {
@@ -87,7 +92,10 @@ int main(int argc, char** argv) {
         }
     }
     auto selected = [&](const CaseDef& c) {
-        if (c.set == ShapeSet::kEdge ? !opt.edge : !opt.model) return false;
+        const bool on = c.set == ShapeSet::kEdge    ? opt.edge
+                        : c.set == ShapeSet::kModel ? opt.model
+                                                    : opt.bench_shapes;
+        if (!on) return false;
         return opt.ops.empty() || std::find(opt.ops.begin(), opt.ops.end(), c.op) != opt.ops.end();
     };
     if (list) {
