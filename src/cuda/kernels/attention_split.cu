@@ -216,7 +216,9 @@ __global__ void __launch_bounds__(kThreads)
                    int64_t num_seqs, int64_t nh, int64_t d, int64_t window, int64_t max_splits) {
     const int64_t t = row0 + blockIdx.x, h = blockIdx.y;
     const RowRange r = row_range(t, qsl, seq_lens, num_seqs, window);
-    const int64_t splits = (r.n - r.first + kChunk) / kChunk;  // ceil((n - first + 1) / kChunk)
+    // ceil((n - first + 1) / kChunk); a max_seq_len below the truth (a broken contract) must not read past
+    // the row's partials.
+    const int64_t splits = min64((r.n - r.first + kChunk) / kChunk, max_splits);
     const float* p = part + (blockIdx.x * nh + h) * max_splits * (d + 2);
     const float z = load_vec(sinks, h);
     float M = z;
