@@ -46,10 +46,10 @@ run() {
   echo "bench: run $name rc $rc in $(($(date +%s) - t0)) s"
 }
 
-run fast 180 --dtype half --kv f16 --shapes bench --bench --bench-iters 10
-run basic 120 --dtype half --kv f16 --shapes bench --bench --bench-iters 5 --cuda-kernels basic \
+run fast 170 --dtype half --kv f16 --shapes bench --bench --bench-iters 10
+run basic 150 --dtype half --kv f16 --shapes bench --bench --bench-iters 5 --cuda-kernels basic \
   --op experts_residual,linear,final_logits,attention
-run sample 50 --dtype half --shapes model --bench --bench-iters 10 --op sample
+run sample 40 --dtype half --shapes model --bench --bench-iters 10 --op sample
 
 {
   printf '{"preset":"%s","bundle":"%s","runs":[' "$preset" "$B"

@@ -76,8 +76,8 @@ bool experts_gemv_eligible(const ops::ExpertsArgs& a);
 int64_t experts_gemv_act_bytes(int64_t pairs, int64_t inter);
 void launch_experts_gemv(const ops::ExpertsArgs& a, void* act, const Launch& ctx);
 // Split-KV attention (kernels/attention_split.cu): the GQA group of a KV head per block, chunks of 256 keys
-// of each row's own range, combined in order with the sink. Needs max_seq_len > 0, G <= 16, d % 8 == 0,
-// d <= 128; part: attention_split_scratch_bytes of scratch.
+// of each row's own range, combined in order with the sink. Needs max_seq_len > 0, G <= 8, d in {8, 16, 32,
+// 64, 128}; part: attention_split_scratch_bytes of scratch.
 bool attention_split_eligible(const ops::AttentionArgs& a);
 int64_t attention_split_scratch_bytes(const ops::AttentionArgs& a);
 void launch_attention_split(const ops::AttentionArgs& a, float* part, const Launch& ctx);

@@ -6,8 +6,9 @@
 //     row's split count is ceil(its keys / kChunk): fixed by its context length, never by the batch). K
 //     and V of the chunk are read once for all G heads (GQA). Scores q.k in element order (q rounded to the
 //     operand format, K widened exactly, f32), the chunk's max m_c, p = exp(s - m_c), l_c = sum p (lane
-//     order, butterfly), acc_c = sum_j p_j (rounded to the operand format) v_j in key order; (acc_c, m_c,
-//     l_c) to scratch.
+//     order, butterfly), acc_c = sum_j p_j (rounded to the operand format) v_j: a thread per (key lane,
+//     8 elements) over keys kl, kl + KL, ... in order with 16-byte V loads, then the key lanes by a fixed
+//     butterfly and the 4 warps in order; (acc_c, m_c, l_c) to scratch.
 //   combine: grid (rows, nh): M = max(sink, m_c), L = exp(sink - M) + sum_c l_c exp(m_c - M),
 //     out = sum_c acc_c exp(m_c - M) / L, c in order. The sink joins the denominator only (spec §3.4).
 // Keys in a freed block (table entry < 0) report kFreedBlock, slots past the pool kBadSlot; such keys count
@@ -22,10 +23,10 @@ namespace {
 
 constexpr int kThreads = 128;
 constexpr int kChunk = 256;
-constexpr int kMaxG = 16;
+constexpr int kWarpsPerBlock = kThreads / 32;
+constexpr int kMaxG = 8;  // query heads per KV head (gpt-oss: 64 / 8)
 constexpr int kMaxD = 128;
-constexpr int kMaxOutPerThread = kMaxG * kMaxD / kThreads;  // 16
-constexpr int64_t kScratchCap = int64_t{64} << 20;          // bytes of partials per slice
+constexpr int64_t kScratchCap = int64_t{64} << 20;  // bytes of partials per slice
 
 __device__ __forceinline__ float neg_inf() { return -__int_as_float(0x7f800000); }
 
@@ -79,7 +80,9 @@ __global__ void __launch_bounds__(kThreads)
                  int64_t nh, int64_t nkv, int64_t d, int64_t max_blocks, int64_t block_size,
                  int64_t num_slots, int64_t window, float scale, int64_t max_splits, int* error) {
     __shared__ float qs[kMaxG * kMaxD];
-    __shared__ float ps[kMaxG * kChunk];
+    // Probabilities [G][kChunk]; after P.V the warps' partial sums [warps][G * d].
+    __shared__ float
+        ps[kMaxG * kChunk > kWarpsPerBlock * kMaxG * kMaxD ? kMaxG * kChunk : kWarpsPerBlock * kMaxG * kMaxD];
     __shared__ int64_t slots[kChunk];
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     const int64_t t = row0 + blockIdx.x, g = blockIdx.y, c = blockIdx.z;
@@ -155,27 +158,55 @@ __global__ void __launch_bounds__(kThreads)
         }
     }
     __syncthreads();
-    // P.V: thread per output (head, element), keys in order.
-    float acc[kMaxOutPerThread];
+    // P.V: thread (key lane kl, element group eg of 8 elements): keys kl, kl + KL, ... in order, all G heads;
+    // then the key lanes summed by a fixed butterfly inside the warp and the warps in order.
+    const int EG = static_cast<int>(d / 8), KL = kThreads / EG;
+    const int eg = tid % EG, kl = tid / EG;
+    float acc[kMaxG][8];
 #pragma unroll
-    for (int u = 0; u < kMaxOutPerThread; ++u) acc[u] = 0.0f;
-#pragma unroll 4
-    for (int64_t k = 0; k < cnt; ++k) {
+    for (int h = 0; h < kMaxG; ++h)
+#pragma unroll
+        for (int e = 0; e < 8; ++e) acc[h][e] = 0.0f;
+#pragma unroll 2
+    for (int64_t k = kl; k < cnt; k += KL) {
         const int64_t slot = slots[k];  // absent keys: p = 0 and no load (their V may be anything)
-        const int64_t off = (max64(slot, 0) * nkv + g) * d;
+        float v[8];
+        if (slot >= 0) {
+            load8<kF16>(vc, (slot * nkv + g) * d + 8 * eg, v);
+        } else {
 #pragma unroll
-        for (int u = 0; u < kMaxOutPerThread; ++u) {
-            const int64_t o = tid + static_cast<int64_t>(u) * kThreads;
-            if (o < G * d) {
-                const float v = slot >= 0 ? load1<kF16>(vc, off + o % d) : 0.0f;
-                acc[u] += ps[(o / d) * kChunk + k] * v;
-            }
+            for (int e = 0; e < 8; ++e) v[e] = 0.0f;
+        }
+#pragma unroll
+        for (int h = 0; h < kMaxG; ++h) {
+            if (h >= G) break;
+            const float p = ps[h * kChunk + k];
+#pragma unroll
+            for (int e = 0; e < 8; ++e) acc[h][e] += p * v[e];
         }
     }
+    for (int off = EG; off < 32; off <<= 1) {
 #pragma unroll
-    for (int u = 0; u < kMaxOutPerThread; ++u) {
-        const int64_t o = tid + static_cast<int64_t>(u) * kThreads;
-        if (o < G * d) prow[(o / d) * head_stride + o % d] = acc[u];
+        for (int h = 0; h < kMaxG; ++h)
+#pragma unroll
+            for (int e = 0; e < 8; ++e) acc[h][e] += __shfl_xor_sync(kFullMask, acc[h][e], off);
+    }
+    __syncthreads();  // ps is no longer read: its space holds the warps' sums
+    float* red = ps;
+    if (lane < EG) {
+#pragma unroll
+        for (int h = 0; h < kMaxG; ++h) {
+            if (h >= G) break;
+#pragma unroll
+            for (int e = 0; e < 8; ++e) red[warp * G * d + h * d + 8 * eg + e] = acc[h][e];
+        }
+    }
+    __syncthreads();
+    for (int64_t o = tid; o < G * d; o += kThreads) {
+        float sum = 0.0f;
+#pragma unroll
+        for (int w = 0; w < kWarpsPerBlock; ++w) sum += red[w * G * d + o];
+        prow[(o / d) * head_stride + o % d] = sum;
     }
 }
 
@@ -185,7 +216,9 @@ __global__ void __launch_bounds__(kThreads)
                    int64_t num_seqs, int64_t nh, int64_t d, int64_t window, int64_t max_splits) {
     const int64_t t = row0 + blockIdx.x, h = blockIdx.y;
     const RowRange r = row_range(t, qsl, seq_lens, num_seqs, window);
-    const int64_t splits = (r.n - r.first + kChunk) / kChunk;  // ceil((n - first + 1) / kChunk)
+    // ceil((n - first + 1) / kChunk); a max_seq_len below the truth (a broken contract) must not read past
+    // the row's partials.
+    const int64_t splits = min64((r.n - r.first + kChunk) / kChunk, max_splits);
     const float* p = part + (blockIdx.x * nh + h) * max_splits * (d + 2);
     const float z = load_vec(sinks, h);
     float M = z;
@@ -212,8 +245,10 @@ bool attention_split_eligible(const ops::AttentionArgs& a) {
     const int64_t G = a.num_heads / a.num_kv_heads;
     const int64_t bound =
         a.window > 0 ? std::min<int64_t>(a.window, std::max<int64_t>(a.max_seq_len, 1)) : a.max_seq_len;
-    return a.max_seq_len > 0 && bound > 0 && G <= kMaxG && a.head_dim > 0 && a.head_dim <= kMaxD &&
-           a.head_dim % 8 == 0 && (bound + kChunk - 1) / kChunk <= 65535 &&
+    // d / 8 element groups must divide the block (d in 8, 16, 32, 64, 128).
+    const bool d_ok =
+        a.head_dim == 8 || a.head_dim == 16 || a.head_dim == 32 || a.head_dim == 64 || a.head_dim == 128;
+    return a.max_seq_len > 0 && bound > 0 && G <= kMaxG && d_ok && (bound + kChunk - 1) / kChunk <= 65535 &&
            (a.kv.format == ops::Format::kF16 || a.kv.format == ops::Format::kF32) &&
            reinterpret_cast<uintptr_t>(a.kv.k) % 16 == 0 && a.num_kv_heads <= 65535;
 }
