@@ -1,5 +1,6 @@
 #include "executor/engine_flags.h"
 
+#include <algorithm>
 #include <cinttypes>
 
 #include "core/logging.h"
@@ -106,18 +107,24 @@ Status plan_gpu_memory(const EngineFlags& f, BackendExecutor& ex, EngineConfig* 
         gib(m.total_bytes), f.gpu_memory_utilization, gib(limit), gib(used - activations), gib(activations),
         cc.max_num_batched_tokens);
     if (f.kv_cache_memory_bytes_set) return Status::ok();
-    const int64_t budget = limit - used;
+    // Headroom for what the profiling step cannot bring to its peak: buffers sized by context length
+    // (the split-KV partials of long decode rows), the sample op's per-row lists, the allocator's
+    // granularity. Seen on the H200: without it the process's peak, read by nvidia-smi, passed
+    // utilization x total by 70 MiB (scripts/gpu/serve.sh, part memory_20b).
+    const int64_t headroom = std::max<int64_t>(int64_t{256} << 20, limit / 100);
+    const int64_t budget = limit - used - headroom;
     const int64_t one_block = ex.bytes_per_block(cc.block_size, 0) + ex.bytes_per_block(cc.block_size, 1);
     if (budget < 4 * one_block)
         return resource_exhausted("the model does not fit: weights and activations take " + gib(used) +
-                                  " but --gpu-memory-utilization " +
+                                  " (+ " + gib(headroom) + " headroom)" + " but --gpu-memory-utilization " +
                                   std::to_string(f.gpu_memory_utilization) + " allows " + gib(limit) +
                                   " of " + gib(m.total_bytes) +
                                   ", leaving nothing for the KV cache: raise --gpu-memory-utilization, lower "
                                   "--max-num-batched-tokens, use more GPUs (--tensor-parallel-size) or a "
                                   "smaller model");
     config->kv_cache_memory_bytes = budget;
-    spdlog::info("memory: KV cache {} ({} x total - in use)", gib(budget), f.gpu_memory_utilization);
+    spdlog::info("memory: KV cache {} ({} x total - in use - {} headroom)", gib(budget),
+                 f.gpu_memory_utilization, gib(headroom));
     return Status::ok();
 }
 }  // namespace
