@@ -8,7 +8,6 @@
 #include <ctime>
 #include <mutex>
 #include <optional>
-#include <thread>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -297,8 +296,11 @@ struct Job {
             for (const ChoiceState& c : s.choices) {
                 if (chat) {
                     json reasoning = c.reasoning.empty() ? json(nullptr) : json(c.reasoning);
+                    // A reply that calls tools and says nothing has content null (OpenAI), not "".
+                    json content =
+                        c.content.empty() && !c.tool_calls.empty() ? json(nullptr) : json(c.content);
                     json message = {{"role", "assistant"},
-                                    {"content", c.content},
+                                    {"content", std::move(content)},
                                     {"reasoning_content", reasoning},
                                     {"reasoning", reasoning},
                                     {"tool_calls", c.tool_calls}};
@@ -353,7 +355,7 @@ struct Job {
         if (c.proc->stopped()) {
             c.finish = "stop";
         } else if (out.finish != engine::FinishReason::kNone) {
-            OutputDelta f = c.proc->finish();
+            OutputDelta f = c.proc->finish(out.finish == engine::FinishReason::kLength);
             d.content += f.content;
             d.reasoning += f.reasoning;
             d.tool_calls.insert(d.tool_calls.end(), f.tool_calls.begin(), f.tool_calls.end());
@@ -400,42 +402,39 @@ struct Job {
     }
 };
 
-// The content-provider loop of one generation response. Returns false when the client went away (its
-// requests are aborted then).
-bool run_job(Job& job, ResponseSink& sink, const HttpServer& server, std::chrono::milliseconds heartbeat) {
-    Clock::time_point last_write = Clock::now();
-    auto write = [&](const std::string& s) {
-        if (s.empty()) return true;
-        if (!sink.write(s)) return false;
-        last_write = Clock::now();
-        return true;
-    };
-    if (job.stream && !write(job.stream_start())) {
-        job.abort_all();
-        return false;
+// One generation response as the HTTP layer streams it (http_server.h StreamBody): every pump drains what
+// the engine has produced (woken by the RequestHandle's notify path, so no thread waits per stream),
+// writes a heartbeat when idle for `heartbeat` (an SSE comment, or whitespace before the JSON body) so
+// that a vanished client is noticed by a failed write, and ends with the final events or the whole JSON.
+class JobStream : public StreamBody {
+  public:
+    JobStream(std::shared_ptr<Job> job, HttpServer::Ticket ticket, std::chrono::milliseconds heartbeat)
+        : job_(std::move(job)),
+          ticket_(std::move(ticket)),
+          heartbeat_(heartbeat),
+          last_write_(Clock::now()) {}
+    ~JobStream() override { set_wake(nullptr); }
+
+    void set_wake(std::function<void()> wake) override {
+        for (SubRequest& s : job_->subs) {
+            if (s.handle) s.handle->set_notify(wake);
+        }
     }
-    bool aborted_for_shutdown = false;
-    const bool single = job.subs.size() == 1;
-    while (!job.finished()) {
-        if (!sink.alive()) {
-            job.abort_all();
-            return false;
+    bool pump(std::string* out, bool aborting) override {
+        Job& job = *job_;
+        if (!started_) {
+            started_ = true;
+            if (job.stream) *out += job.stream_start();
         }
-        if (server.aborting() && !aborted_for_shutdown) {
+        if (aborting && !aborted_for_shutdown_) {
             job.abort_all();
-            aborted_for_shutdown = true;
+            aborted_for_shutdown_ = true;
         }
-        std::string buf;
-        bool got = false;
         for (SubRequest& sub : job.subs) {
             if (sub.finished()) continue;
-            engine::RequestOutput out;
-            auto timeout = std::chrono::milliseconds(single ? 20 : 0);
-            while (!sub.finished() && sub.handle->next(&out, timeout)) {
-                got = true;
-                timeout = std::chrono::milliseconds(0);
-                buf += job.apply(sub, out);
-            }
+            engine::RequestOutput o;
+            while (!sub.finished() && sub.handle->next(&o, std::chrono::milliseconds(0)))
+                *out += job.apply(sub, o);
             if (!sub.finished() && sub.handle->done()) {
                 // The engine ended the request without a finish for some choice (it should not): close them.
                 for (ChoiceState& c : sub.choices) {
@@ -443,7 +442,7 @@ bool run_job(Job& job, ResponseSink& sink, const HttpServer& server, std::chrono
                     OutputDelta f = c.proc->finish();
                     c.finish = "abort";
                     if (job.stream) {
-                        buf += job.stream_delta(c, f, true);
+                        *out += job.stream_delta(c, f, true);
                     } else {
                         c.content += f.content;
                         c.reasoning += f.reasoning;
@@ -451,24 +450,27 @@ bool run_job(Job& job, ResponseSink& sink, const HttpServer& server, std::chrono
                 }
             }
         }
-        if (!buf.empty()) {
-            if (!write(buf)) {
-                job.abort_all();
-                return false;
-            }
-        } else if (Clock::now() - last_write >= heartbeat) {
-            // SSE comment lines are ignored by clients; whitespace before a JSON body is allowed by JSON.
-            // The second write after the peer closed fails, which is how a silent disconnect is seen.
-            if (!write(job.stream ? ": ping\n\n" : " ")) {
-                job.abort_all();
-                return false;
-            }
+        const Clock::time_point now = Clock::now();
+        if (job.finished()) {
+            job.record_finish(*job.subs[0].choices[0].finish);
+            *out += job.stream ? job.stream_end() : job.full_response();
+            return true;
         }
-        if (!got && !single) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        // SSE comment lines are ignored by clients; whitespace before a JSON body is allowed by JSON. The
+        // second write after the peer closed fails, which is how a silent disconnect is seen.
+        if (out->empty() && now - last_write_ >= heartbeat_) *out += job.stream ? ": ping\n\n" : " ";
+        if (!out->empty()) last_write_ = now;
+        return false;
     }
-    job.record_finish(*job.subs[0].choices[0].finish);
-    return write(job.stream ? job.stream_end() : job.full_response());
-}
+    void cancel() override { job_->abort_all(); }
+
+  private:
+    std::shared_ptr<Job> job_;
+    HttpServer::Ticket ticket_;
+    std::chrono::milliseconds heartbeat_;
+    Clock::time_point last_write_;
+    bool started_ = false, aborted_for_shutdown_ = false;
+};
 
 bool known_model(const RoutesConfig& config, const std::string& model) {
     for (const auto* names : {&config.served_model_names, &config.served_model_aliases}) {
@@ -595,7 +597,7 @@ OpenAiRoutes::OpenAiRoutes(RoutesConfig config, HttpServer& server,
       tokenizer_(encoding_->tokenizer_ptr()) {
     server_.get(
         "/health",
-        [this](const httplib::Request&, httplib::Response& res) {
+        [this](const HttpRequest&, HttpResponse& res) {
             if (engine_.load() == nullptr || server_.draining()) {
                 HttpServer::send_json(res, 503,
                                       {{"status", server_.draining() ? "shutting down" : "loading"}});
@@ -604,23 +606,20 @@ OpenAiRoutes::OpenAiRoutes(RoutesConfig config, HttpServer& server,
             }
         },
         true);
-    server_.get("/version", [](const httplib::Request&, httplib::Response& res) {
+    server_.get("/version", [](const HttpRequest&, HttpResponse& res) {
         HttpServer::send_json(res, 200, {{"version", VOLT_VERSION}});
     });
-    server_.get("/v1/models", [this](const httplib::Request&, httplib::Response& res) { models(res); });
-    server_.get(R"(/v1/models/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
+    server_.get("/v1/models", [this](const HttpRequest&, HttpResponse& res) { models(res); });
+    server_.get(R"(/v1/models/(.+))", [this](const HttpRequest& req, HttpResponse& res) {
         const std::string name = req.matches[1];
         if (!known_model(config_, name)) return server_.send_error(res, model_not_found(name));
         HttpServer::send_json(res, 200, model_json(name));
     });
-    server_.get("/metrics", [this](const httplib::Request&, httplib::Response& res) { metrics(res); });
-    server_.post("/v1/chat/completions",
-                 [this](const httplib::Request& q, httplib::Response& r) { chat(q, r); });
-    server_.post("/v1/completions",
-                 [this](const httplib::Request& q, httplib::Response& r) { completions(q, r); });
-    server_.post("/tokenize", [this](const httplib::Request& q, httplib::Response& r) { tokenize(q, r); });
-    server_.post("/detokenize",
-                 [this](const httplib::Request& q, httplib::Response& r) { detokenize(q, r); });
+    server_.get("/metrics", [this](const HttpRequest&, HttpResponse& res) { metrics(res); });
+    server_.post("/v1/chat/completions", [this](const HttpRequest& q, HttpResponse& r) { chat(q, r); });
+    server_.post("/v1/completions", [this](const HttpRequest& q, HttpResponse& r) { completions(q, r); });
+    server_.post("/tokenize", [this](const HttpRequest& q, HttpResponse& r) { tokenize(q, r); });
+    server_.post("/detokenize", [this](const HttpRequest& q, HttpResponse& r) { detokenize(q, r); });
 }
 
 nlohmann::json OpenAiRoutes::model_json(const std::string& name) const {
@@ -633,7 +632,7 @@ nlohmann::json OpenAiRoutes::model_json(const std::string& name) const {
     return m;
 }
 
-void OpenAiRoutes::models(httplib::Response& res) {
+void OpenAiRoutes::models(HttpResponse& res) {
     json data = json::array();
     for (const std::string& name : config_.served_model_names) data.push_back(model_json(name));
     HttpServer::send_json(res, 200, {{"object", "list"}, {"data", std::move(data)}});
@@ -665,6 +664,7 @@ void OpenAiRoutes::refresh_metrics() {
     if (!engine || !metrics_) return;
     engine::EngineStats s = engine->stats();
     metrics_->set_engine_totals(s.prompt_tokens, s.generated_tokens, s.num_preemptions);
+    for (int64_t tokens : engine->take_step_tokens()) metrics_->observe_iteration_tokens(tokens);
     metrics_->set_running(s.num_running_seqs);
     metrics_->set_waiting(s.num_waiting_seqs);
     const int64_t total = s.kv_blocks_total[0] + s.kv_blocks_total[1];
@@ -672,12 +672,13 @@ void OpenAiRoutes::refresh_metrics() {
         total > 0 ? static_cast<double>(s.kv_blocks_used[0] + s.kv_blocks_used[1]) / total : 0.0);
 }
 
-void OpenAiRoutes::metrics(httplib::Response& res) {
+void OpenAiRoutes::metrics(HttpResponse& res) {
     refresh_metrics();
     // vLLM's families (docs/metrics.md), then ours: KV blocks per group and admissions.
     std::string out = metrics_ ? metrics_->render() : std::string();
     auto line = [&](const std::string& name, int64_t v) { out += name + " " + std::to_string(v) + "\n"; };
-    line("voltllm_requests_admitted", server_.admitted());
+    line("voltllm_requests_admitted", server_.admitted_requests());
+    line("voltllm_sequences_admitted", server_.admitted());
     if (engine::Engine* engine = engine_.load()) {
         engine::EngineStats s = engine->stats();
         line("voltllm_num_requests_running", s.num_running_seqs);
@@ -713,6 +714,19 @@ void warn_unknown_fields(const std::vector<std::string>& names, const char* rout
     }
 }
 
+// A request of more sequences than --max-seqs-per-request (prompts x n; both are bounded by the parser,
+// so the product cannot overflow): 400 naming the limit, instead of a 503 that retrying never cures.
+std::optional<ApiError> too_wide(const RoutesConfig& config, int64_t n, int64_t prompts) {
+    const int64_t seqs = n * prompts;
+    if (config.max_seqs_per_request <= 0 || seqs <= config.max_seqs_per_request) return std::nullopt;
+    return ApiError{400, "invalid_request_error",
+                    "This request asks for " + std::to_string(seqs) + " sequences (" +
+                        std::to_string(prompts) + " prompt(s) x n = " + std::to_string(n) +
+                        "); the server allows " + std::to_string(config.max_seqs_per_request) +
+                        " per request (--max-seqs-per-request).",
+                    std::string(prompts > 1 ? "prompt" : "n"), std::string("too_many_sequences")};
+}
+
 // Sends an ApiError from a Status of Engine::submit.
 ApiError submit_error(const Status& s, const char* param) {
     if (s.code() == StatusCode::kOutOfRange) {
@@ -724,7 +738,7 @@ ApiError submit_error(const Status& s, const char* param) {
 
 // The request id (the client's X-Request-Id when usable, echoed back), the response id ("chatcmpl-<id>",
 // as vLLM), the metrics recorder and the --enable-log-requests line.
-void init_job(Job& job, const httplib::Request& req, httplib::Response& res, const char* prefix,
+void init_job(Job& job, const HttpRequest& req, HttpResponse& res, const char* prefix,
               const GenerationParams& p, const std::shared_ptr<VllmMetrics>& metrics,
               const RoutesConfig& config, Clock::time_point arrival, int64_t prompt_tokens,
               const std::string& prompt_log) {
@@ -755,25 +769,20 @@ void init_job(Job& job, const httplib::Request& req, httplib::Response& res, con
     }
 }
 
-void start_response(HttpServer& server, httplib::Response& res, std::shared_ptr<Job> job,
-                    HttpServer::Ticket ticket, std::chrono::milliseconds heartbeat) {
+void start_response(HttpResponse& res, std::shared_ptr<Job> job, HttpServer::Ticket ticket,
+                    std::chrono::milliseconds heartbeat) {
     if (job->stream) {
         res.set_header("Cache-Control", "no-cache");
         res.set_header("X-Accel-Buffering", "no");
     }
     res.status = 200;
-    res.set_chunked_content_provider(job->stream ? "text/event-stream" : "application/json",
-                                     [&server, job, ticket, heartbeat](size_t, httplib::DataSink& sink) {
-                                         DataSinkAdapter out(sink);
-                                         bool ok = run_job(*job, out, server, heartbeat);
-                                         if (ok) sink.done();
-                                         return ok;
-                                     });
+    res.content_type = job->stream ? "text/event-stream" : "application/json";
+    res.stream = std::make_shared<JobStream>(std::move(job), std::move(ticket), heartbeat);
 }
 
 }  // namespace
 
-void OpenAiRoutes::chat(const httplib::Request& req, httplib::Response& res) {
+void OpenAiRoutes::chat(const HttpRequest& req, HttpResponse& res) {
     const Clock::time_point arrival = Clock::now();
     engine::Engine* engine = engine_.load();
     if (!engine) return server_.send_error(res, loading_error());
@@ -801,11 +810,12 @@ void OpenAiRoutes::chat(const httplib::Request& req, httplib::Response& res) {
     engine::SamplingParams sp = to_engine(r.params, max_tokens);
     for (int32_t id : encoding_->stop_token_ids()) sp.stop_token_ids.push_back(id);
 
-    HttpServer::Ticket ticket = server_.try_admit("POST /v1/chat/completions");
+    if (std::optional<ApiError> e = too_wide(config_, r.params.n, 1)) return server_.send_error(res, *e);
+    HttpServer::Ticket ticket = server_.try_admit("POST /v1/chat/completions", r.params.n);
     if (!ticket)
         return server_.send_error(res, server_.draining() ? shutting_down_error() : queue_full_error());
     const std::string prompt_log = config_.log_requests ? tokenizer_->decode(ids, false) : std::string();
-    auto handle = engine->submit(std::move(ids), sp);
+    auto handle = engine->submit(std::move(ids), sp, next_group_.fetch_add(1));
     if (!handle.is_ok()) return server_.send_error(res, submit_error(handle.status(), "messages"));
 
     auto job = std::make_shared<Job>();
@@ -828,6 +838,7 @@ void OpenAiRoutes::chat(const httplib::Request& req, httplib::Response& res) {
         c.index = i;
         ChatProcessorOptions po;
         po.stops = r.params.stop;
+        po.include_stop = r.params.include_stop_str_in_output;
         po.functions = functions;
         // Clients send the ids back with the results, so they are unique per request and choice.
         po.call_id_prefix = "call_" + job->id.substr(job->id.find('-') + 1) + "_" + std::to_string(i) + "_";
@@ -836,10 +847,10 @@ void OpenAiRoutes::chat(const httplib::Request& req, httplib::Response& res) {
         sub.choices.push_back(std::move(c));
     }
     job->subs.push_back(std::move(sub));
-    start_response(server_, res, std::move(job), std::move(ticket), config_.heartbeat);
+    start_response(res, std::move(job), std::move(ticket), config_.heartbeat);
 }
 
-void OpenAiRoutes::completions(const httplib::Request& req, httplib::Response& res) {
+void OpenAiRoutes::completions(const HttpRequest& req, HttpResponse& res) {
     const Clock::time_point arrival = Clock::now();
     engine::Engine* engine = engine_.load();
     if (!engine) return server_.send_error(res, loading_error());
@@ -880,7 +891,11 @@ void OpenAiRoutes::completions(const httplib::Request& req, httplib::Response& r
         prompts.push_back(std::move(ids));
     }
 
-    HttpServer::Ticket ticket = server_.try_admit("POST /v1/completions");
+    const int64_t n_prompts = static_cast<int64_t>(prompts.size());
+    if (std::optional<ApiError> e = too_wide(config_, r.params.n, n_prompts))
+        return server_.send_error(res, *e);
+    HttpServer::Ticket ticket = server_.try_admit("POST /v1/completions", n_prompts * r.params.n);
+    const int64_t group = next_group_.fetch_add(1);
     if (!ticket)
         return server_.send_error(res, server_.draining() ? shutting_down_error() : queue_full_error());
     int64_t total_prompt = 0;
@@ -909,22 +924,23 @@ void OpenAiRoutes::completions(const httplib::Request& req, httplib::Response& r
         if (r.echo) sub.echo = tokenizer_->decode(prompts[i], false);
         if (sp.prompt_logprobs >= 0) sub.prompt_ids = prompts[i];
         sub.prompt_only = r.prompt_only;
-        auto handle = engine->submit(std::move(prompts[i]), sp);
+        auto handle = engine->submit(std::move(prompts[i]), sp, group);
         // A failure aborts the requests already submitted (the Job's destructor).
         if (!handle.is_ok()) return server_.send_error(res, submit_error(handle.status(), "prompt"));
         sub.handle = *handle;
         for (int32_t j = 0; j < r.params.n; ++j) {
             ChoiceState c;
             c.index = static_cast<int>(i) * r.params.n + j;
-            c.proc = make_text_processor(tokenizer_, r.params.stop, r.params.skip_special_tokens);
+            c.proc = make_text_processor(tokenizer_, r.params.stop, r.params.skip_special_tokens,
+                                         r.params.include_stop_str_in_output);
             sub.choices.push_back(std::move(c));
         }
         job->subs.push_back(std::move(sub));
     }
-    start_response(server_, res, std::move(job), std::move(ticket), config_.heartbeat);
+    start_response(res, std::move(job), std::move(ticket), config_.heartbeat);
 }
 
-void OpenAiRoutes::tokenize(const httplib::Request& req, httplib::Response& res) {
+void OpenAiRoutes::tokenize(const HttpRequest& req, HttpResponse& res) {
     auto body = parse_json_body(req.body);
     if (auto* e = std::get_if<ApiError>(&body)) return server_.send_error(res, *e);
     auto parsed = parse_tokenize_request(std::get<RequestJson>(body));
@@ -949,7 +965,7 @@ void OpenAiRoutes::tokenize(const httplib::Request& req, httplib::Response& res)
     HttpServer::send_json(res, 200, out);
 }
 
-void OpenAiRoutes::detokenize(const httplib::Request& req, httplib::Response& res) {
+void OpenAiRoutes::detokenize(const HttpRequest& req, HttpResponse& res) {
     auto body = parse_json_body(req.body);
     if (auto* e = std::get_if<ApiError>(&body)) return server_.send_error(res, *e);
     auto parsed = parse_detokenize_request(std::get<RequestJson>(body));

@@ -160,6 +160,7 @@ void parse_generation(Reader& r, bool chat, GenerationParams* p) {
     if (chat) r.get_int("max_completion_tokens", 1, std::numeric_limits<int64_t>::max(), &p->max_tokens);
     r.get_bool("ignore_eos", &p->ignore_eos);
     r.get_bool("skip_special_tokens", &p->skip_special_tokens);
+    r.get_bool("include_stop_str_in_output", &p->include_stop_str_in_output);
     r.get_bool("stream", &p->stream);
     if (r.error) return;
 
@@ -467,6 +468,7 @@ constexpr const char* kCommonFields[] = {"model",
                                          "max_tokens",
                                          "ignore_eos",
                                          "skip_special_tokens",
+                                         "include_stop_str_in_output",
                                          "stream",
                                          "stop",
                                          "stop_token_ids",

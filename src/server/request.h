@@ -34,6 +34,7 @@ struct GenerationParams {
     bool stream = false;
     bool include_usage = false;  // stream_options.include_usage
     bool skip_special_tokens = true;
+    bool include_stop_str_in_output = false;  // vLLM's: the matched stop string stays in the text
     // -1: none; k >= 0: the logprob of each sampled token and the k most likely (chat: logprobs +
     // top_logprobs; completions: logprobs). Completions with echo also get the prompt's.
     int32_t logprobs = -1;
