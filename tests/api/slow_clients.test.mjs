@@ -141,7 +141,8 @@ test("200 slow sockets, a burst of 256, 1,000 idle keep-alive + 256 streams with
             }
         }
         // ... plus 256 streams, opened on raw sockets and read as they come.
-        const body = JSON.stringify({ model: "m", messages: user, stream: true, max_tokens: 60000, ignore_eos: true });
+        // Completions: no harmony stop ids, so ignore_eos really runs to max_tokens.
+        const body = JSON.stringify({ model: "m", prompt: "x", stream: true, max_tokens: 60000, ignore_eos: true });
         let streamBytes = 0;
         for (let i = 0; i < 256; ++i) {
             const s = await connect(port);
@@ -149,7 +150,7 @@ test("200 slow sockets, a burst of 256, 1,000 idle keep-alive + 256 streams with
             s.on("data", (d) => {
                 streamBytes += d.length;
             });
-            s.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
+            s.write(`POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
             sockets.push(s);
         }
         // Every stream admitted (running or queued) before counting.
