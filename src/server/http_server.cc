@@ -22,6 +22,8 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 constexpr auto kAwait = asio::as_tuple(asio::use_awaitable);
+// head()'s length for a body that runs to the connection's close (a stream to an HTTP/1.0 client).
+constexpr size_t kCloseDelimited = std::numeric_limits<size_t>::max();
 
 bool iequals(std::string_view a, std::string_view b) {
     return a.size() == b.size() && strncasecmp(a.data(), b.data(), a.size()) == 0;
@@ -135,6 +137,8 @@ std::string HttpServer::Impl::head(const HttpResponse& res, bool chunked, bool k
     if (!has_type) h += "Content-Type: " + clean_value(res.content_type) + "\r\n";
     if (chunked) {
         h += "Transfer-Encoding: chunked\r\n";
+    } else if (length == kCloseDelimited) {
+        // HTTP/1.0 has no chunked encoding: the body runs to the close.
     } else {
         h += "Content-Length: " + std::to_string(length) + "\r\n";
     }
@@ -367,18 +371,22 @@ asio::awaitable<void> HttpServer::Impl::session(std::shared_ptr<Conn> cp) {
                 }
             });
         });
-        std::string first = head(res, true, keep, 0);
+        // An HTTP/1.0 client gets the stream unframed, ended by the close.
+        const bool chunked = req.version() >= 11;
+        std::string first = head(res, chunked, keep && chunked, chunked ? 0 : kCloseDelimited);
         bool ok = co_await write(c, std::move(first));
         while (ok) {
             std::string out;
             const bool done = body->pump(&out, server.aborting_.load());
             std::string frame;
-            if (!out.empty()) {
+            if (!chunked) {
+                frame = std::move(out);
+            } else if (!out.empty()) {
                 char size[24];
                 auto [end, unused] = std::to_chars(size, size + sizeof size, out.size(), 16);
                 frame.append(size, end).append("\r\n").append(out).append("\r\n");
             }
-            if (done) frame += "0\r\n\r\n";
+            if (done && chunked) frame += "0\r\n\r\n";
             // Nothing more is pumped until this write completes: the backpressure (http_server.h).
             if (!frame.empty() && !co_await write(c, std::move(frame))) {
                 ok = false;
@@ -394,7 +402,7 @@ asio::awaitable<void> HttpServer::Impl::session(std::shared_ptr<Conn> cp) {
         if (!ok) body->cancel();
         body->set_wake(nullptr);
         body.reset();  // releases its admission ticket, after the last byte went out
-        if (!ok || !keep) break;
+        if (!ok || !keep || !chunked) break;
     }
     if (fatal) {
         co_await answer_and_close(c, *fatal);

@@ -573,3 +573,42 @@ TEST(HttpServerStream, AReaderThatStopsReadingIsCancelledNotBuffered) {
 
 }  // namespace
 }  // namespace volt::server
+
+namespace volt::server {
+namespace {
+
+class OneShot : public StreamBody {
+  public:
+    void set_wake(std::function<void()>) override {}
+    bool pump(std::string* out, bool) override {
+        *out = "hello stream";
+        return true;
+    }
+    void cancel() override {}
+};
+
+// An HTTP/1.0 client cannot read chunked encoding: its stream comes unframed, ended by the close.
+TEST(HttpServerStream, Http10GetsAnUnframedStreamEndedByTheClose) {
+    HttpServerConfig c;
+    c.port = 0;
+    HttpServer server(c);
+    server.get("/s", [](const HttpRequest&, HttpResponse& res) { res.stream = std::make_shared<OneShot>(); });
+    ASSERT_TRUE(server.bind().is_ok());
+    std::thread run([&] { server.run(); });
+    RawSocket s(server.port());
+    ASSERT_TRUE(s.send("GET /s HTTP/1.0\r\n\r\n"));
+    std::string r = s.read_all();
+    EXPECT_TRUE(s.closed());
+    EXPECT_EQ(r.find("Transfer-Encoding"), std::string::npos) << r;
+    EXPECT_NE(r.find("\r\n\r\nhello stream"), std::string::npos) << r;
+    RawSocket t(server.port());
+    ASSERT_TRUE(t.send("GET /s HTTP/1.1\r\nHost: x\r\n\r\n"));
+    std::string chunked = t.read_until("0\r\n\r\n");
+    EXPECT_NE(chunked.find("Transfer-Encoding: chunked"), std::string::npos) << chunked;
+    EXPECT_NE(chunked.find("\r\nc\r\nhello stream\r\n0\r\n\r\n"), std::string::npos) << chunked;
+    server.shutdown();
+    run.join();
+}
+
+}  // namespace
+}  // namespace volt::server
