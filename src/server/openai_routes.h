@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "server/chat_mapping.h"
 #include "server/http_server.h"
 #include "server/metrics.h"
 #include "server/request.h"
@@ -38,16 +39,6 @@ struct RoutesConfig {
     // Idle time after which a response writes a heartbeat (disconnect detection).
     std::chrono::milliseconds heartbeat{100};
 };
-
-// Chat messages -> harmony conversation: our system message (identity, knowledge cutoff, `current_date`,
-// reasoning effort: `effort` or medium, the channels line); every system and developer message, in
-// order, joined by a blank line, as the developer message's instructions; user text as user messages;
-// assistant history with its reasoning as analysis (append_assistant_turn); tool results authored by the
-// function that an earlier tool_call_id names; `tools` as the developer message's functions namespace.
-// 400 naming the field for an unknown tool_call_id.
-std::variant<tokenizer::HarmonyConversation, ApiError> build_conversation(
-    const std::vector<ChatMessage>& messages, const std::optional<std::string>& effort,
-    const std::string& current_date, const std::vector<tokenizer::ToolDescription>& tools = {});
 
 class OpenAiRoutes {
   public:
