@@ -96,7 +96,8 @@ Result<HttpClientResponse> HttpClient::request(const std::string& method, const 
 
 Result<HttpClientResponse> HttpClient::stream(const std::string& method, const std::string& target,
                                               const std::string& body, const Headers& headers,
-                                              const std::function<bool(std::string_view)>& on_data) {
+                                              const std::function<bool(std::string_view)>& on_data,
+                                              const std::function<void(int)>& on_status) {
     Impl& m = *impl_;
     if (Status s = m.connect(); !s.is_ok()) return s;
     bhttp::request<bhttp::string_body> req(bhttp::string_to_verb(method), target, 11);
@@ -123,6 +124,7 @@ Result<HttpClientResponse> HttpClient::stream(const std::string& method, const s
     out.status = static_cast<int>(p.get().result_int());
     for (const auto& f : p.get())
         out.headers.emplace_back(std::string(f.name_string()), std::string(f.value()));
+    if (on_status) on_status(out.status);
     std::vector<char> piece(64 << 10);
     while (!p.is_done()) {
         p.get().body().data = piece.data();
@@ -138,6 +140,21 @@ Result<HttpClientResponse> HttpClient::stream(const std::string& method, const s
     }
     if (!p.keep_alive()) m.stream.reset();
     return out;
+}
+
+Result<std::pair<std::string, int>> parse_http_url(const std::string& url) {
+    const std::string scheme = "http://";
+    if (url.rfind(scheme, 0) != 0) return invalid_argument("'" + url + "' is not an http:// URL");
+    std::string rest = url.substr(scheme.size());
+    rest = rest.substr(0, rest.find('/'));
+    const size_t colon = rest.rfind(':');
+    if (colon == std::string::npos) return std::make_pair(rest, 80);
+    const std::string digits = rest.substr(colon + 1);
+    if (digits.empty() || digits.size() > 5 || digits.find_first_not_of("0123456789") != std::string::npos)
+        return invalid_argument("'" + url + "' has a bad port");
+    const int port = std::stoi(digits);
+    if (port <= 0 || port > 65535) return invalid_argument("'" + url + "' has a bad port");
+    return std::make_pair(rest.substr(0, colon), port);
 }
 
 void SseSplitter::feed(std::string_view bytes, const std::function<void(const std::string& data)>& on_event) {
