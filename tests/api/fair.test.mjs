@@ -6,6 +6,7 @@
 // VLLM_API_KEY. Runs against the scripted executor: every model output is the text of a script.
 import { test, before, after, describe } from "node:test";
 import assert from "node:assert/strict";
+import net from "node:net";
 import { startServer, client, writeScript, ids, post, apiError, metrics } from "./helpers.mjs";
 
 const user = [{ role: "user", content: "x" }];
@@ -119,5 +120,39 @@ describe("the API key from VLLM_API_KEY", () => {
         const right = await fetch(server.url("/v1/models"), { headers: { Authorization: "Bearer from-env" } });
         assert.equal(right.status, 200);
         assert.equal((await fetch(server.url("/health"))).status, 200);
+    });
+});
+
+describe("a half-closed client", () => {
+    let server;
+    before(async () => {
+        server = await startServer(["--executor", "scripted", "--script", writeScript([ids("<|channel|>final<|message|>four")]), "--served-model-name", "m"]);
+    });
+    after(async () => assert.equal((await server.stop()).code, 0));
+
+    test("gets its whole chat completion after shutdown(SHUT_WR) (before: the headers, then nothing)", async () => {
+        const port = Number(new URL(server.baseURL).port);
+        const body = JSON.stringify({ model: "m", messages: user, max_tokens: 20 });
+        const text = await new Promise((resolve, reject) => {
+            const s = net.connect(port, "127.0.0.1", () => {
+                s.end(`POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
+            });
+            let data = "";
+            const timer = setTimeout(() => {
+                s.destroy();
+                reject(new Error(`no whole answer in 10 s: ${JSON.stringify(data)}`));
+            }, 10000);
+            s.on("data", (d) => {
+                data += d;
+                if (data.includes('"usage"')) {
+                    clearTimeout(timer);
+                    s.destroy();
+                    resolve(data);
+                }
+            });
+            s.on("error", () => {});
+        });
+        assert.match(text, /^HTTP\/1\.1 200/);
+        assert.match(text, /"content":"four"/);
     });
 });
