@@ -8,8 +8,9 @@ cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config git
-  nlohmann-json3-dev libonig-dev libcpp-httplib-dev libcli11-dev libspdlog-dev libfmt-dev
+  nlohmann-json3-dev libonig-dev libcli11-dev libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev clang-format python3
+  libboost1.81-dev clang libclang-rt-14-dev
 )
 missing=()
 for p in "${APT_PACKAGES[@]}"; do

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test that needs no GPU: setup, build, the CUDA compile and resource check
 # (scripts/cuda-check.sh; VOLT_SETUP_CUDA=0 skips it), then CTest (unit, golden, api labels; the `cuda`
-# label needs a GPU: scripts/gpu/check.sh runs it on the GPU machine).
+# label needs a GPU: scripts/gpu/check.sh runs it on the GPU machine), then the fuzzers (scripts/fuzz.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -16,3 +16,8 @@ if [ "${VOLT_SETUP_CUDA:-1}" != "0" ]; then
   scripts/cuda-check.sh
 fi
 ctest --test-dir build --output-on-failure -j "$(nproc)" "$@"
+# The libFuzzer harnesses (clang, ASan + UBSan): replay the corpus, then VOLT_FUZZ_SECONDS (20) each.
+# VOLT_FUZZ=0 skips them.
+if [ "${VOLT_FUZZ:-1}" != "0" ]; then
+  scripts/fuzz.sh
+fi

@@ -7,10 +7,12 @@
 // at once. Tests: tests/api/ (CTest label api; shutdown.test.mjs for the signals).
 #include <pthread.h>
 #include <signal.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -42,6 +44,7 @@ struct ServeFlags {
     std::vector<std::string> served_model_names;
     int port = 8000;
     double shutdown_timeout = 5.0;
+    int64_t max_seqs_per_request = 0;  // 0: --max-num-seqs + --max-queued-requests
     bool log_requests = false, disable_log_stats = false;
     // vLLM's gpt-oss recipe: harmony tool calls and reasoning are always parsed; these only check the names.
     std::string tool_call_parser, reasoning_parser;
@@ -76,6 +79,13 @@ void run_serve(const ServeFlags& f) {
     sigaddset(&signals, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &signals, nullptr);
     signal(SIGPIPE, SIG_IGN);
+    // Every connection is a descriptor (no thread): take the hard limit of descriptors, as vLLM does,
+    // so that the connection cap, not EMFILE, is what refuses clients.
+    rlimit files{};
+    if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {
+        files.rlim_cur = files.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &files);
+    }
 
     for (const std::string& notice : flag_notices()) spdlog::warn("{}", notice);
     if (!f.model.empty() && !f.model_positional.empty() && f.model != f.model_positional) {
@@ -130,7 +140,12 @@ void run_serve(const ServeFlags& f) {
     server::HttpServerConfig hc;
     hc.host = f.host;
     hc.port = f.port;
+    // vLLM's order: --api-key, else the VLLM_API_KEY environment variable (a key on the command line is
+    // visible to every user of the machine in ps).
     hc.api_key = f.api_key;
+    if (hc.api_key.empty()) {
+        if (const char* env = std::getenv("VLLM_API_KEY")) hc.api_key = env;
+    }
     hc.max_admitted = ec.max_num_seqs + max_queued;
     hc.max_body_bytes =
         static_cast<size_t>(count_or_fail(f.max_request_body_bytes, "--max-request-body-bytes"));
@@ -144,6 +159,7 @@ void run_serve(const ServeFlags& f) {
     rc.log_requests = f.log_requests;
     rc.max_log_len = f.max_log_len;
     rc.model_root = scripted ? f.engine.script : model_dir;
+    rc.max_seqs_per_request = f.max_seqs_per_request > 0 ? f.max_seqs_per_request : hc.max_admitted;
     server::OpenAiRoutes routes(rc, http, *encoding);
 
     Status bound = http.bind();
@@ -305,6 +321,18 @@ void register_serve(CLI::App& app) {
             "N|Nk|NK|auto"));
     }
     cmd->add_option("--max-request-body-bytes", f->max_request_body_bytes, "Larger bodies get 413")
+        ->capture_default_str();
+    cmd->add_option("--max-seqs-per-request", f->max_seqs_per_request,
+                    "Sequences (prompts x n) one request may ask for; more get 400 (0: --max-num-seqs + "
+                    "--max-queued-requests)")
+        ->capture_default_str();
+    cmd->add_option("--long-prefill-token-threshold", f->engine.config.long_prefill_token_threshold,
+                    "While others run or wait, a prompt computes at most this many tokens per step (0: a "
+                    "quarter of --max-num-batched-tokens; -1: no cap)")
+        ->capture_default_str();
+    cmd->add_option("--max-num-partial-prefills", f->engine.config.max_num_partial_prefills,
+                    "Prompts whose prefill may be partly done at once")
+        ->check(CLI::PositiveNumber)
         ->capture_default_str();
     cmd->add_option("--shutdown-timeout", f->shutdown_timeout,
                     "Seconds in-flight requests may finish after SIGTERM before they are aborted")

@@ -1,8 +1,6 @@
 // The serving load generator; see load_generator.h.
 #include "bench_serve/load_generator.h"
 
-#include <httplib.h>
-
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -11,6 +9,8 @@
 #include <fstream>
 #include <random>
 #include <thread>
+
+#include "server/http_client.h"
 
 namespace volt::bench {
 namespace {
@@ -21,57 +21,55 @@ double seconds_since(Clock::time_point t0) {
     return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-httplib::Headers auth_headers(const BenchConfig& config) {
-    httplib::Headers h;
-    if (!config.api_key.empty()) h.emplace("Authorization", "Bearer " + config.api_key);
+server::HttpClient::Headers auth_headers(const BenchConfig& config) {
+    server::HttpClient::Headers h;
+    if (!config.api_key.empty()) h.emplace_back("Authorization", "Bearer " + config.api_key);
     return h;
 }
 
-void configure(httplib::Client& cli, const BenchConfig& config) {
-    auto t = std::chrono::duration<double>(config.timeout_s);
-    cli.set_read_timeout(std::chrono::duration_cast<std::chrono::microseconds>(t));
-    cli.set_write_timeout(std::chrono::duration_cast<std::chrono::microseconds>(t));
-    cli.set_connection_timeout(std::chrono::seconds(10));
-    cli.set_keep_alive(true);
+// A keep-alive client of config.base_url whose every request must end within timeout_s.
+Result<std::unique_ptr<server::HttpClient>> make_client(const BenchConfig& config) {
+    auto url = server::parse_http_url(config.base_url);
+    if (!url) return url.status();
+    const auto timeout = std::chrono::duration_cast<std::chrono::milliseconds>(
+        std::chrono::duration<double>(config.timeout_s));
+    return std::make_unique<server::HttpClient>(url->first, url->second, timeout);
 }
 
-RequestResult send_one(httplib::Client& cli, const BenchConfig& config, const std::string& model,
+RequestResult send_one(server::HttpClient& cli, const BenchConfig& config, const std::string& model,
                        const BenchRequest& request, Clock::time_point run_start) {
     RequestResult r;
     r.prompt_len = request.prompt_len;
-    httplib::Request req;
-    req.method = "POST";
-    req.path = config.endpoint;
-    req.headers = auth_headers(config);
-    req.headers.emplace("Content-Type", "application/json");
-    req.body = request_body(config, model, request).dump();
+    server::HttpClient::Headers headers = auth_headers(config);
+    headers.emplace_back("Content-Type", "application/json");
+    const std::string body = request_body(config, model, request).dump();
 
     SseStreamParser parser;
     int status = 0;
     std::string error_body;
     const Clock::time_point sent = Clock::now();
     r.start = std::chrono::duration<double>(sent - run_start).count();
-    req.response_handler = [&](const httplib::Response& res) {
-        status = res.status;
-        return true;
-    };
-    req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
-        if (status != 200) {
-            if (error_body.size() < 2000) error_body.append(data, n);
-            return true;
-        }
-        return parser.feed(std::string_view(data, n), seconds_since(sent));
-    };
-    httplib::Response res;
-    httplib::Error err = httplib::Error::Success;
-    bool ok = cli.send(req, res, err);
+    auto res = cli.stream(
+        "POST", config.endpoint, body, headers,
+        [&](std::string_view data) {
+            if (status != 200) {
+                if (error_body.size() < 2000) error_body.append(data);
+                return true;
+            }
+            return parser.feed(data, seconds_since(sent));
+        },
+        [&](int s) { status = s; });
     r.latency = seconds_since(sent);
     if (status != 200 && status != 0) {
         r.error = "HTTP " + std::to_string(status) + ": " + error_body;
         return r;
     }
-    if (!ok) {
-        r.error = parser.error().empty() ? "transport: " + httplib::to_string(err) : parser.error();
+    if (!res) {
+        r.error = parser.error().empty() ? "transport: " + res.status().message() : parser.error();
+        return r;
+    }
+    if (!parser.error().empty()) {
+        r.error = parser.error();
         return r;
     }
     if (!parser.done()) {
@@ -93,12 +91,11 @@ RequestResult send_one(httplib::Client& cli, const BenchConfig& config, const st
 }
 
 Result<std::string> first_model(const BenchConfig& config) {
-    httplib::Client cli(config.base_url);
-    configure(cli, config);
-    auto res = cli.Get("/v1/models", auth_headers(config));
+    auto cli = make_client(config);
+    if (!cli) return cli.status();
+    auto res = (*cli)->request("GET", "/v1/models", "", auth_headers(config));
     if (!res)
-        return Status(StatusCode::kUnavailable,
-                      config.base_url + "/v1/models: " + httplib::to_string(res.error()));
+        return Status(StatusCode::kUnavailable, config.base_url + "/v1/models: " + res.status().message());
     if (res->status != 200) {
         return Status(StatusCode::kUnavailable,
                       config.base_url + "/v1/models: HTTP " + std::to_string(res->status) + ": " + res->body);
@@ -285,6 +282,7 @@ bool SseStreamParser::handle_event(std::string_view data, double now_s) {
 Result<BenchRun> run_benchmark(const BenchConfig& config, const std::vector<BenchRequest>& requests) {
     BenchRun run;
     run.model = config.model;
+    if (auto url = server::parse_http_url(config.base_url); !url) return url.status();
     if (run.model.empty()) {
         VOLT_ASSIGN_OR_RETURN(run.model, first_model(config));
     }
@@ -301,12 +299,12 @@ Result<BenchRun> run_benchmark(const BenchConfig& config, const std::vector<Benc
     std::vector<std::thread> threads;
     for (int64_t w = 0; w < workers; ++w) {
         threads.emplace_back([&] {
-            httplib::Client cli(config.base_url);
-            configure(cli, config);
+            auto cli = make_client(config);  // the URL was checked above
+            if (!cli) return;
             for (int64_t i; (i = next.fetch_add(1)) < n;) {
                 std::this_thread::sleep_until(start + std::chrono::duration_cast<Clock::duration>(
                                                           std::chrono::duration<double>(arrivals[i])));
-                run.results[i] = send_one(cli, config, run.model, requests[i], start);
+                run.results[i] = send_one(**cli, config, run.model, requests[i], start);
                 int64_t end_ns =
                     std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count();
                 int64_t prev = last_end_ns.load();

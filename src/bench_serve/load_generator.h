@@ -2,7 +2,7 @@
 // ids of a given length, or a JSONL dataset), sends them to an OpenAI-compatible server as streaming
 // /v1/completions or /v1/chat/completions requests on a Poisson schedule (or all at once) with at most
 // `max_concurrency` in flight, times each stream (TTFT, ITL, E2E) and summarises (stats.h); results go to
-// JSON in vLLM's --save-result field names. HTTP: cpp-httplib 0.11.4's client. Test:
+// JSON in vLLM's --save-result field names. HTTP: the HTTP layer's client (server/http_client.h). Test:
 // tests/unit/bench_serve/bench_serve_test.cc (against a fake SSE server in the test).
 #pragma once
 

@@ -17,6 +17,7 @@ class EngineShared {
         std::vector<int32_t> prompt;
         SamplingParams params;
         uint64_t seed;
+        int64_t group;
     };
     std::mutex mu;
     std::condition_variable cv;
@@ -69,12 +70,20 @@ bool RequestHandle::aborted() const {
 }
 
 void RequestHandle::push(RequestOutput out) {
+    std::function<void()> notify;
     {
         std::lock_guard<std::mutex> l(mu_);
         if (out.finish != FinishReason::kNone) ++finished_pushed_;
         queue_.push_back(std::move(out));
+        notify = notify_;
     }
     cv_.notify_all();
+    if (notify) notify();
+}
+
+void RequestHandle::set_notify(std::function<void()> notify) {
+    std::lock_guard<std::mutex> l(mu_);
+    notify_ = std::move(notify);
 }
 
 class Engine::Impl {
@@ -84,6 +93,7 @@ class Engine::Impl {
     std::shared_ptr<EngineShared> shared = std::make_shared<EngineShared>();
     mutable std::mutex stats_mu;
     EngineStats stats;
+    std::deque<int64_t> step_tokens;  // guarded by stats_mu; take_step_tokens()
     std::thread thread;
     std::once_flag shutdown_once;
 
@@ -104,7 +114,7 @@ void Engine::Impl::loop() {
             stop = shared->stop;
         }
         for (auto& p : incoming)
-            core->add_request(std::move(p.handle), std::move(p.prompt), std::move(p.params), p.seed);
+            core->add_request(std::move(p.handle), std::move(p.prompt), std::move(p.params), p.seed, p.group);
         if (stop) {
             core->abort_all();
             break;
@@ -116,7 +126,13 @@ void Engine::Impl::loop() {
         }
         {
             std::lock_guard<std::mutex> l(stats_mu);
+            const int64_t before = stats.prompt_tokens + stats.generated_tokens;
             stats = core->stats();
+            const int64_t tokens = stats.prompt_tokens + stats.generated_tokens - before;
+            if (tokens > 0) {
+                step_tokens.push_back(tokens);
+                if (step_tokens.size() > 65536) step_tokens.pop_front();
+            }
         }
         {
             std::lock_guard<std::mutex> l(shared->mu);
@@ -144,7 +160,8 @@ Result<std::unique_ptr<Engine>> Engine::create(EngineConfig config, std::unique_
     return std::unique_ptr<Engine>(new Engine(std::move(impl)));
 }
 
-Result<std::shared_ptr<RequestHandle>> Engine::submit(std::vector<int32_t> prompt, SamplingParams params) {
+Result<std::shared_ptr<RequestHandle>> Engine::submit(std::vector<int32_t> prompt, SamplingParams params,
+                                                      int64_t group) {
     VOLT_RETURN_IF_ERROR(impl_->core->validate(prompt, params));
     uint64_t seed = 0;
     if (params.seed) {
@@ -165,7 +182,7 @@ Result<std::shared_ptr<RequestHandle>> Engine::submit(std::vector<int32_t> promp
                                       std::to_string(impl_->core->config().max_queued_requests) + ")");
         handle = std::make_shared<RequestHandle>(
             impl_->shared->next_id++, static_cast<int32_t>(prompt.size()), params.n, impl_->shared);
-        impl_->shared->incoming.push_back({handle, std::move(prompt), std::move(params), seed});
+        impl_->shared->incoming.push_back({handle, std::move(prompt), std::move(params), seed, group});
     }
     impl_->shared->cv.notify_all();
     return handle;
@@ -185,6 +202,13 @@ void Engine::shutdown() {
 EngineStats Engine::stats() const {
     std::lock_guard<std::mutex> l(impl_->stats_mu);
     return impl_->stats;
+}
+
+std::vector<int64_t> Engine::take_step_tokens() {
+    std::lock_guard<std::mutex> l(impl_->stats_mu);
+    std::vector<int64_t> out(impl_->step_tokens.begin(), impl_->step_tokens.end());
+    impl_->step_tokens.clear();
+    return out;
 }
 
 int64_t Engine::max_model_len() const { return impl_->core->plan().max_model_len; }

@@ -12,6 +12,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -56,6 +57,11 @@ class RequestHandle {
     int64_t id() const { return id_; }
     int32_t num_prompt_tokens() const { return num_prompt_tokens_; }
 
+    // Called (from the engine's thread, outside the handle's lock) after every push: the HTTP layer posts
+    // a pump to the connection that streams this request, instead of a thread blocking in next() per
+    // stream. Empty: none. Set it before or after outputs arrive (a pump after setting it sees those).
+    void set_notify(std::function<void()> notify);
+
     // Engine side.
     void push(RequestOutput out);
     bool aborted() const;
@@ -68,6 +74,7 @@ class RequestHandle {
     mutable std::mutex mu_;
     std::condition_variable cv_;
     std::deque<RequestOutput> queue_;
+    std::function<void()> notify_;  // guarded by mu_; called outside it
     int32_t finished_pushed_ = 0, finished_taken_ = 0;
     bool aborted_ = false;
 };
@@ -82,6 +89,13 @@ struct EngineConfig {
     int64_t num_kv_blocks_override = 0;  // > 0: each KV group gets exactly this many blocks (tests)
     int32_t vocab_size_real = 0;         // ids >= this are never sampled (0: the executor's vocab size)
     std::vector<int32_t> eos_token_ids;  // stop unless ignore_eos (empty: the executor's)
+    // vLLM's --long-prefill-token-threshold: a prompt longer than this is "long" and, while other
+    // sequences run or wait, computes at most this many of its tokens per step, so that decodes and short
+    // prompts keep moving (alone it takes the whole step). 0: max_num_batched_tokens / 4 (at least 1);
+    // < 0: never capped.
+    int64_t long_prefill_token_threshold = 0;
+    // vLLM's --max-num-partial-prefills: prompts whose prefill may be partly done at once.
+    int64_t max_num_partial_prefills = 1;
 };
 
 struct EngineStats {
@@ -105,9 +119,17 @@ class Engine {
     // Errors: kOutOfRange (prompt + max_tokens over max_model_len: message with both numbers),
     // kResourceExhausted (waiting queue full), kInvalidArgument (empty prompt, bad params, id >= vocab),
     // kUnavailable (shut down).
-    Result<std::shared_ptr<RequestHandle>> submit(std::vector<int32_t> prompt, SamplingParams params);
+    // `group`: the client request this engine request belongs to (a completions request with several
+    // prompts submits one engine request per prompt, all in one group); waiting sequences are admitted
+    // round-robin across groups, so that one wide request cannot hold every running slot while others
+    // wait. -1: a group of its own.
+    Result<std::shared_ptr<RequestHandle>> submit(std::vector<int32_t> prompt, SamplingParams params,
+                                                  int64_t group = -1);
     void shutdown();  // aborts everything, joins the engine thread; idempotent
     EngineStats stats() const;
+    // Tokens (prompt + generated) of each step run since the last call, oldest first: what
+    // vllm:iteration_tokens_total observes. Holds at most the last 65,536 steps between two calls.
+    std::vector<int64_t> take_step_tokens();
     int64_t max_model_len() const;
     const EngineConfig& config() const;
 

@@ -113,7 +113,13 @@ EngineCore::EngineCore(EngineConfig config, KvPlan plan, Executor* executor, con
       info_(info),
       max_in_flight_(static_cast<size_t>(std::max(1, executor->max_in_flight()))),
       blocks_(config_.block_size, plan_.num_blocks, info.sliding_window, info.has_group),
-      scheduler_({config_.max_num_seqs, config_.max_num_batched_tokens, plan_.max_model_len}, &blocks_) {
+      scheduler_({config_.max_num_seqs, config_.max_num_batched_tokens, plan_.max_model_len,
+                  config_.long_prefill_token_threshold < 0 ? 0
+                  : config_.long_prefill_token_threshold == 0
+                      ? std::max<int64_t>(1, config_.max_num_batched_tokens / 4)
+                      : config_.long_prefill_token_threshold,
+                  config_.max_num_partial_prefills},
+                 &blocks_) {
     stats_.kv_blocks_total[0] = plan_.num_blocks[0];
     stats_.kv_blocks_total[1] = plan_.num_blocks[1];
 }
@@ -140,9 +146,11 @@ Status EngineCore::validate(const std::vector<int32_t>& prompt, const SamplingPa
 }
 
 void EngineCore::add_request(std::shared_ptr<RequestHandle> handle, std::vector<int32_t> prompt,
-                             SamplingParams params, uint64_t seed) {
+                             SamplingParams params, uint64_t seed, int64_t group) {
     auto r = std::make_unique<Request>();
     r->index = handle->id();
+    // Groups of their own get ids that no client group uses (client groups are >= 0).
+    r->group = group >= 0 ? group : -1 - r->index;
     r->handle = std::move(handle);
     r->seed = seed;
     r->prompt = std::make_shared<const std::vector<int32_t>>(std::move(prompt));

@@ -51,8 +51,9 @@ class EngineCore {
     // Checks a request against the limits; thread-safe (reads only the immutable config).
     Status validate(const std::vector<int32_t>& prompt, const SamplingParams& params) const;
     // Takes a validated request; `seed` is params.seed or one drawn by the caller.
+    // `group`: Engine::submit's (-1: its own).
     void add_request(std::shared_ptr<RequestHandle> handle, std::vector<int32_t> prompt,
-                     SamplingParams params, uint64_t seed);
+                     SamplingParams params, uint64_t seed, int64_t group = -1);
     // Submits a step and/or collects one (see the top of this file); false when there was nothing to
     // do. Executor errors are returned (the caller aborts: abort_all).
     Result<bool> step();

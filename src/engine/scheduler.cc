@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <string>
+#include <unordered_map>
+#include <utility>
 
 #include "core/check.h"
 
@@ -70,6 +72,14 @@ std::vector<ScheduledSeq> Scheduler::schedule(int64_t prev_step, std::vector<Blo
     std::vector<ScheduledSeq> out;
     int64_t budget = config_.max_num_batched_tokens;
     bool preempted = false, stalled = false;
+    // Chunked long prefill: capped only while someone else could use the rest of the step.
+    const bool others = running_.size() + waiting_.size() > 1;
+    const int64_t cap =
+        others && config_.long_prefill_token_threshold > 0 ? config_.long_prefill_token_threshold : budget;
+    int64_t partial_prefills = 0;
+    for (const Sequence* s : running_) {
+        if (s->num_computed < s->num_prompt()) ++partial_prefills;
+    }
     for (size_t i = 0; i < running_.size() && budget > 0;) {
         Sequence* s = running_[i];
         const int64_t ready = ready_tokens(s, prev_step);
@@ -78,7 +88,7 @@ std::vector<ScheduledSeq> Scheduler::schedule(int64_t prev_step, std::vector<Blo
             ++i;
             continue;
         }
-        const int64_t q = std::min(ready, budget);
+        const int64_t q = std::min(std::min(ready, budget), cap);
         bool self_preempted = false;
         while (!blocks_->can_append(s->blocks, s->num_computed, q)) {
             // Blocks held for steps in flight come back at the next collect: wait for them rather than
@@ -107,18 +117,44 @@ std::vector<ScheduledSeq> Scheduler::schedule(int64_t prev_step, std::vector<Blo
     // in flight is not free yet: the forks at collect always find a slot.
     int64_t seats = free_slots_.num_held();
     for (const Sequence* s : running_) seats += 1 + s->pending_forks;
-    while (!waiting_.empty() && budget > 0) {
-        Sequence* s = waiting_.front();
+    // Round-robin across client requests: a group's sequences are ranked after the seats it already
+    // holds (a running sequence counts for its unforked choices too), and the queue is admitted by rank,
+    // in arrival order within a rank (a stable sort of the arrival-ordered queue). A request that holds
+    // many slots thus waits behind one that holds none.
+    std::vector<Sequence*> order(waiting_.begin(), waiting_.end());
+    if (!order.empty()) {
+        std::unordered_map<int64_t, int64_t> seen;
+        for (const Sequence* s : running_) seen[s->req->group] += 1 + s->pending_forks;
+        std::vector<std::pair<int64_t, Sequence*>> keyed;
+        keyed.reserve(order.size());
+        for (Sequence* s : order) {
+            int64_t& rank = seen[s->req->group];
+            keyed.emplace_back(rank, s);
+            rank += 1 + s->pending_forks;
+        }
+        if (seen.size() > 1) {
+            std::stable_sort(keyed.begin(), keyed.end(),
+                             [](const auto& a, const auto& b) { return a.first < b.first; });
+            for (size_t i = 0; i < keyed.size(); ++i) order[i] = keyed[i].second;
+        }
+    }
+    for (Sequence* s : order) {
+        if (budget <= 0) break;
         if (s->num_pending > 0) break;  // preempted with its token in flight: recomputed once it is known
         if (seats + 1 + s->pending_forks > config_.max_num_seqs) break;
-        const int64_t q = std::min(s->num_tokens() - s->num_computed, budget);
+        const int64_t remaining = s->num_tokens() - s->num_computed;
+        const int64_t q = std::min(std::min(remaining, budget), cap);
+        // It would start one more partial prefill: let a sequence that completes its prompt go first.
+        if (q < remaining && partial_prefills >= std::max<int64_t>(1, config_.max_num_partial_prefills))
+            continue;
         if (!blocks_->can_append(s->blocks, s->num_computed, q)) break;
-        waiting_.pop_front();
+        waiting_.erase(std::find(waiting_.begin(), waiting_.end(), s));
         add_running(s);
         blocks_->append(s->slot, &s->blocks, s->num_computed, q, up, copies);
         out.push_back({s, q});
         budget -= q;
         seats += 1 + s->pending_forks;
+        if (q < remaining) ++partial_prefills;
     }
     return out;
 }

@@ -2,9 +2,14 @@
 // (oldest first) take their next tokens (a decode token or the next prefill chunk) within
 // max_num_batched_tokens; when KV blocks run out the newest running sequence is preempted (its blocks
 // freed, recomputed later from its prompt + output); if nothing was preempted, waiting sequences join
-// in arrival order (no skipping) within max_num_seqs. Oldest-first service and newest-first preemption
-// mean the oldest sequence always progresses: no deadlock, no starvation, provided one sequence of
-// max_model_len fits the pool alone (checked at start).
+// within max_num_seqs round-robin across client requests (Request::group: the first waiting sequence of
+// every request in arrival order, then the second of each, ...), so that one wide request (many prompts,
+// large n) cannot hold every slot while a later one waits; a sequence that would start a partial prefill
+// beyond max_num_partial_prefills is passed over for one that completes its prompt in the step. While
+// others run or wait, a sequence computes at most long_prefill_token_threshold tokens per step (chunked
+// long prefill). Oldest-first service and newest-first preemption mean the oldest sequence always
+// progresses: no deadlock, no starvation, provided one sequence of max_model_len fits the pool alone
+// (checked at start).
 //
 // Look-ahead (an executor with max_in_flight > 1, engine/executor.h): a step's bookkeeping is done when
 // it is submitted, so a sequence whose sampling row is in flight has a *pending* token (value unknown
@@ -34,6 +39,7 @@ struct Sequence;
 // Engine-side state of one submitted request.
 struct Request {
     int64_t index = 0;  // submission ordinal
+    int64_t group = 0;  // the client request it belongs to (Engine::submit); waiting seqs round-robin by it
     std::shared_ptr<RequestHandle> handle;
     SamplingParams params;
     uint64_t seed = 0;  // params.seed or a drawn one; choice c draws from stream seed + c
@@ -74,6 +80,13 @@ struct SchedulerConfig {
     int64_t max_num_seqs = 256;
     int64_t max_num_batched_tokens = 2048;
     int64_t max_model_len = 0;  // 0: no limit (the look-ahead stops before it)
+    // While other sequences run or wait, one sequence computes at most this many tokens per step (a long
+    // prompt's prefill is chunked so that decodes and short prompts keep moving); alone it takes the
+    // whole budget. <= 0: no cap.
+    int64_t long_prefill_token_threshold = 0;
+    // Sequences whose prefill is partly done at once; a waiting sequence that would start another partial
+    // prefill is passed over (a shorter one that completes its prompt in this step may go first).
+    int64_t max_num_partial_prefills = 1;
 };
 
 class Scheduler {

@@ -314,6 +314,10 @@ void VllmMetrics::set_engine_totals(int64_t prompt_tokens, int64_t generation_to
     preemptions_->advance_to(static_cast<double>(preemptions));
 }
 
+void VllmMetrics::observe_iteration_tokens(int64_t tokens) {
+    iteration_tokens_->observe(static_cast<double>(tokens));
+}
+
 void VllmMetrics::observe_ttft(double seconds) { ttft_->observe(seconds); }
 
 void VllmMetrics::observe_itl(double seconds) {

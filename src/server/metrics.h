@@ -160,6 +160,9 @@ class VllmMetrics {
     // The same three counters from an engine that keeps cumulative totals (EngineStats), e.g. at each
     // scrape: counters are raised to the totals, never lowered. Use this or count_tokens, not both.
     void set_engine_totals(int64_t prompt_tokens, int64_t generation_tokens, int64_t preemptions);
+    // One engine step's tokens (prompt + generated) into vllm:iteration_tokens_total, for an engine that
+    // reports totals (set_engine_totals) and its steps separately (Engine::take_step_tokens).
+    void observe_iteration_tokens(int64_t tokens);
     // Per-request timings as they happen.
     void observe_ttft(double seconds);
     void observe_itl(double seconds);  // one gap between two consecutive output tokens of a request

@@ -1,9 +1,10 @@
 // The OpenAI-compatible routes of `voltllm serve` over the engine, the tokenizer and harmony:
 // POST /v1/chat/completions, POST /v1/completions, GET /v1/models, GET /health, POST /tokenize,
-// POST /detokenize, GET /version, GET /metrics. Generation responses, streamed (SSE) or not, go through
-// one content-provider loop that polls the engine, writes deltas, sends a heartbeat while idle (an SSE
-// comment, or JSON-leading whitespace) so a vanished client is noticed within ~2 heartbeats and its
-// request aborted (KV freed). docs/api.md describes the behaviour. Tests: tests/unit/server/
+// POST /detokenize, GET /version, GET /metrics. Generation responses, streamed (SSE) or not, are a
+// StreamBody (http_server.h) pumped on the connection's strand whenever the engine pushes output (the
+// RequestHandle notify path) and every heartbeat: deltas, a heartbeat while idle (an SSE comment, or
+// JSON-leading whitespace) so a vanished client is noticed within ~2 heartbeats and its request aborted
+// (KV freed). docs/api.md describes the behaviour. Tests: tests/unit/server/
 // openai_routes_test.cc (scripted executor) and tests/api/*.mjs (the official openai client).
 #pragma once
 
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "server/chat_mapping.h"
 #include "server/http_server.h"
 #include "server/metrics.h"
 #include "server/request.h"
@@ -28,22 +30,15 @@ struct RoutesConfig {
     std::vector<std::string> served_model_aliases;  // also accepted, never listed (vllm_flags.h)
     bool log_requests = false;                      // --enable-log-requests lines (request_log.h)
     int64_t max_log_len = -1;                       // prompt bytes in those lines; -1: all
-    std::string model_root;                         // /v1/models "root": the model directory or preset
+    // --max-seqs-per-request: a request of more sequences (prompts x n) gets 400 naming the flag, at once
+    // (it could never be admitted, or would hold everyone up). 0: no limit beyond admission.
+    int64_t max_seqs_per_request = 0;
+    std::string model_root;  // /v1/models "root": the model directory or preset
     // "Current date: ..." of the harmony system message; empty: today's UTC date at each request.
     std::string current_date;
     // Idle time after which a response writes a heartbeat (disconnect detection).
     std::chrono::milliseconds heartbeat{100};
 };
-
-// Chat messages -> harmony conversation: our system message (identity, knowledge cutoff, `current_date`,
-// reasoning effort: `effort` or medium, the channels line); every system and developer message, in
-// order, joined by a blank line, as the developer message's instructions; user text as user messages;
-// assistant history with its reasoning as analysis (append_assistant_turn); tool results authored by the
-// function that an earlier tool_call_id names; `tools` as the developer message's functions namespace.
-// 400 naming the field for an unknown tool_call_id.
-std::variant<tokenizer::HarmonyConversation, ApiError> build_conversation(
-    const std::vector<ChatMessage>& messages, const std::optional<std::string>& effort,
-    const std::string& current_date, const std::vector<tokenizer::ToolDescription>& tools = {});
 
 class OpenAiRoutes {
   public:
@@ -61,18 +56,18 @@ class OpenAiRoutes {
     void refresh_metrics();
 
   private:
-    void chat(const httplib::Request& req, httplib::Response& res);
-    void completions(const httplib::Request& req, httplib::Response& res);
-    void tokenize(const httplib::Request& req, httplib::Response& res);
-    void detokenize(const httplib::Request& req, httplib::Response& res);
-    void models(httplib::Response& res);
+    void chat(const HttpRequest& req, HttpResponse& res);
+    void completions(const HttpRequest& req, HttpResponse& res);
+    void tokenize(const HttpRequest& req, HttpResponse& res);
+    void detokenize(const HttpRequest& req, HttpResponse& res);
+    void models(HttpResponse& res);
     nlohmann::json model_json(const std::string& name) const;
     // build_conversation + the harmony render of the generation prompt (a forced call's header included).
     std::variant<tokenizer::HarmonyPrompt, ApiError> render_chat(
         const std::vector<ChatMessage>& messages, const std::optional<std::string>& effort,
         const std::vector<tokenizer::ToolDescription>& tools,
         const std::optional<std::string>& forced_function) const;
-    void metrics(httplib::Response& res);
+    void metrics(HttpResponse& res);
 
     RoutesConfig config_;
     HttpServer& server_;
@@ -80,6 +75,7 @@ class OpenAiRoutes {
     std::shared_ptr<const tokenizer::Tokenizer> tokenizer_;
     std::atomic<engine::Engine*> engine_{nullptr};
     std::shared_ptr<VllmMetrics> metrics_;  // written once, before engine_ first turns non-null
+    std::atomic<int64_t> next_group_{0};    // Engine::submit's group: one per HTTP request
 };
 
 }  // namespace volt::server

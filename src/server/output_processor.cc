@@ -16,7 +16,8 @@ size_t utf8_boundary_at_or_before(const std::string& s, size_t pos) {
 
 }  // namespace
 
-StopMatcher::StopMatcher(std::vector<std::string> stops) : stops_(std::move(stops)) {
+StopMatcher::StopMatcher(std::vector<std::string> stops, bool include_stop)
+    : stops_(std::move(stops)), include_stop_(include_stop) {
     for (const std::string& s : stops_) hold_ = std::max(hold_, s.size() - 1);
 }
 
@@ -26,14 +27,18 @@ std::string StopMatcher::push(std::string_view text) {
     // Search only where a match can end in the new text: from len(longest) - 1 before it.
     size_t search_from = pending_.size() > hold_ ? pending_.size() - hold_ : 0;
     pending_ += text;
-    size_t first = std::string::npos;
+    size_t first = std::string::npos, first_len = 0;
     for (const std::string& s : stops_) {
         size_t at = pending_.find(s, search_from);
-        if (at != std::string::npos) first = std::min(first, at);
+        // The earliest match; at one position, the longest stop (what the client would see included).
+        if (at != std::string::npos && (at < first || (at == first && s.size() > first_len))) {
+            first = at;
+            first_len = s.size();
+        }
     }
     if (first != std::string::npos) {
         stopped_ = true;
-        std::string out = pending_.substr(0, first);
+        std::string out = pending_.substr(0, first + (include_stop_ ? first_len : 0));
         pending_.clear();
         return out;
     }
@@ -56,7 +61,7 @@ namespace {
 class ChatProcessor final : public OutputProcessor {
   public:
     ChatProcessor(std::shared_ptr<const tokenizer::HarmonyEncoding> encoding, ChatProcessorOptions o)
-        : parser_(std::move(encoding), parser_options(o)), stop_(std::move(o.stops)) {
+        : parser_(std::move(encoding), parser_options(o)), stop_(std::move(o.stops), o.include_stop) {
         // A forced call's header starts the tool call: that start goes out with the first delta.
         for (int32_t id : o.prefix) take(parser_.push(id), &pending_);
     }
@@ -70,9 +75,9 @@ class ChatProcessor final : public OutputProcessor {
         }
         return d;
     }
-    OutputDelta finish() override {
+    OutputDelta finish(bool truncated) override {
         OutputDelta d = std::exchange(pending_, OutputDelta{});
-        if (!stop_.stopped()) take(parser_.finish(), &d);
+        if (!stop_.stopped()) take(parser_.finish(truncated), &d);
         d.content += stop_.flush();
         return d;
     }
@@ -96,8 +101,19 @@ class ChatProcessor final : public OutputProcessor {
                     d->reasoning += e.text;
                     break;
                 case T::kContentDelta:
-                case T::kPreambleDelta:  // user-visible commentary: content, as vLLM does
-                    d->content += stop_.push(e.text);
+                case T::kPreambleDelta: {  // user-visible commentary: content, as vLLM does
+                    if (e.text.empty()) break;
+                    std::string text = e.text;
+                    // A new message after content already sent (a preamble, then the final answer):
+                    // a blank line between them, never "Let me explain.The answer is 4.".
+                    if (content_sent_ && new_message_) text.insert(0, "\n\n");
+                    new_message_ = false;
+                    content_sent_ = true;
+                    d->content += stop_.push(text);
+                    break;
+                }
+                case T::kMessageDone:
+                    new_message_ = true;
                     break;
                 case T::kToolCallStart:
                     d->tool_calls.push_back({e.tool_index, e.tool_call_id, e.text, ""});
@@ -119,13 +135,15 @@ class ChatProcessor final : public OutputProcessor {
     OutputDelta pending_;
     StopMatcher stop_;
     int64_t num_tokens_ = 0;
+    bool content_sent_ = false;  // some content text went out (or is held by the stop matcher)
+    bool new_message_ = false;   // a message ended since the last content text
 };
 
 class TextProcessor final : public OutputProcessor {
   public:
     TextProcessor(std::shared_ptr<const tokenizer::Tokenizer> tokenizer, std::vector<std::string> stops,
-                  bool skip_special)
-        : detok_(std::move(tokenizer), skip_special), stop_(std::move(stops)) {}
+                  bool skip_special, bool include_stop)
+        : detok_(std::move(tokenizer), skip_special), stop_(std::move(stops), include_stop) {}
 
     OutputDelta push(std::span<const int32_t> ids) override {
         OutputDelta d;
@@ -136,7 +154,7 @@ class TextProcessor final : public OutputProcessor {
         }
         return d;
     }
-    OutputDelta finish() override {
+    OutputDelta finish(bool) override {
         OutputDelta d;
         if (!stop_.stopped()) d.content = stop_.push(detok_.flush());
         d.content += stop_.flush();
@@ -159,8 +177,10 @@ std::unique_ptr<OutputProcessor> make_chat_processor(
 }
 
 std::unique_ptr<OutputProcessor> make_text_processor(std::shared_ptr<const tokenizer::Tokenizer> tokenizer,
-                                                     std::vector<std::string> stops, bool skip_special) {
-    return std::make_unique<TextProcessor>(std::move(tokenizer), std::move(stops), skip_special);
+                                                     std::vector<std::string> stops, bool skip_special,
+                                                     bool include_stop) {
+    return std::make_unique<TextProcessor>(std::move(tokenizer), std::move(stops), skip_special,
+                                           include_stop);
 }
 
 }  // namespace volt::server

@@ -143,23 +143,24 @@ void get_token_ids(Reader& r, const json& v, const std::string& param, std::vect
 }
 
 void parse_generation(Reader& r, bool chat, GenerationParams* p) {
-    r.get_float("temperature", 0.0, 2.0, false, &p->temperature);
-    r.get_float("top_p", 0.0, 1.0, true, &p->top_p);
-    r.get_int("top_k", -1, kMaxInt32, &p->top_k);
-    if (p->top_k < 0) p->top_k = 0;
-    r.get_float("min_p", 0.0, 1.0, false, &p->min_p);
-    r.get_float("presence_penalty", -2.0, 2.0, false, &p->presence_penalty);
-    r.get_float("frequency_penalty", -2.0, 2.0, false, &p->frequency_penalty);
-    r.get_float("repetition_penalty", 0.0, 2.0, true, &p->repetition_penalty);
-    r.get_int("n", 1, 128, &p->n);
+    r.get_float("temperature", 0.0, 2.0, false, &p->sampling.temperature);
+    r.get_float("top_p", 0.0, 1.0, true, &p->sampling.top_p);
+    r.get_int("top_k", -1, kMaxInt32, &p->sampling.top_k);
+    if (p->sampling.top_k < 0) p->sampling.top_k = 0;
+    r.get_float("min_p", 0.0, 1.0, false, &p->sampling.min_p);
+    r.get_float("presence_penalty", -2.0, 2.0, false, &p->sampling.presence_penalty);
+    r.get_float("frequency_penalty", -2.0, 2.0, false, &p->sampling.frequency_penalty);
+    r.get_float("repetition_penalty", 0.0, 2.0, true, &p->sampling.repetition_penalty);
+    r.get_int("n", 1, 128, &p->sampling.n);
     std::optional<int64_t> seed;
     r.get_int("seed", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(), &seed);
-    if (seed) p->seed = static_cast<uint64_t>(*seed);
+    if (seed) p->sampling.seed = static_cast<uint64_t>(*seed);
     // Completions accept 0 (with echo: the prompt alone); the caller checks echo.
     r.get_int("max_tokens", chat ? 1 : 0, std::numeric_limits<int64_t>::max(), &p->max_tokens);
     if (chat) r.get_int("max_completion_tokens", 1, std::numeric_limits<int64_t>::max(), &p->max_tokens);
-    r.get_bool("ignore_eos", &p->ignore_eos);
+    r.get_bool("ignore_eos", &p->sampling.ignore_eos);
     r.get_bool("skip_special_tokens", &p->skip_special_tokens);
+    r.get_bool("include_stop_str_in_output", &p->include_stop_str_in_output);
     r.get_bool("stream", &p->stream);
     if (r.error) return;
 
@@ -183,7 +184,7 @@ void parse_generation(Reader& r, bool chat, GenerationParams* p) {
     }
     if (const json* v = r.find("stop_token_ids")) {
         if (!v->is_array()) return r.wrong_type("stop_token_ids", "an array of token ids", *v);
-        get_token_ids(r, *v, "stop_token_ids", &p->stop_token_ids);
+        get_token_ids(r, *v, "stop_token_ids", &p->sampling.stop_token_ids);
     }
     if (const json* v = r.find("logit_bias")) {
         if (!v->is_object()) return r.wrong_type("logit_bias", "an object of token id -> bias", *v);
@@ -198,7 +199,8 @@ void parse_generation(Reader& r, bool chat, GenerationParams* p) {
             if (!it.value().is_number() || std::abs(it.value().get<double>()) > 100.0) {
                 return r.fail("logit_bias", "'logit_bias[" + key + "]' must be a number in [-100, 100].");
             }
-            p->logit_bias.emplace_back(static_cast<int32_t>(std::stoll(key)), it.value().get<float>());
+            p->sampling.logit_bias.emplace_back(static_cast<int32_t>(std::stoll(key)),
+                                                it.value().get<float>());
         }
     }
     if (const json* v = r.find("stream_options")) {
@@ -438,9 +440,9 @@ void parse_logprobs(Reader& r, bool chat, GenerationParams* p) {
         r.get_int("top_logprobs", 0, 20, &top);
         if (r.error) return;
         if (top && !want) return r.fail("top_logprobs", "'top_logprobs' needs 'logprobs': true.");
-        if (want) p->logprobs = static_cast<int32_t>(top.value_or(0));
+        if (want) p->sampling.logprobs = static_cast<int32_t>(top.value_or(0));
     } else {
-        r.get_int("logprobs", 0, 20, &p->logprobs);
+        r.get_int("logprobs", 0, 20, &p->sampling.logprobs);
     }
 }
 
@@ -467,6 +469,7 @@ constexpr const char* kCommonFields[] = {"model",
                                          "max_tokens",
                                          "ignore_eos",
                                          "skip_special_tokens",
+                                         "include_stop_str_in_output",
                                          "stream",
                                          "stop",
                                          "stop_token_ids",
@@ -579,7 +582,7 @@ std::variant<CompletionRequest, ApiError> parse_completion_request(const Request
     if (!r.error) {
         std::optional<int64_t> best_of;
         r.get_int("best_of", 1, 128, &best_of);
-        if (best_of && *best_of != req.params.n) r.refuse("best_of", "best_of must equal n.");
+        if (best_of && *best_of != req.params.sampling.n) r.refuse("best_of", "best_of must equal n.");
     }
     if (r.error) return *r.error;
     req.unknown_fields = unknown_fields(body, false);

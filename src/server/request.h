@@ -13,30 +13,26 @@
 #include <variant>
 #include <vector>
 
+#include "engine/sampling_params.h"
 #include "server/api_error.h"
 #include "tokenizer/harmony_message.h"
 
 namespace volt::server {
 
-// Sampling and stopping, shared by chat and completions; mirrors engine::SamplingParams plus the text
-// stops that the server's output processor handles.
+// Sampling and stopping, shared by chat and completions. `sampling` is the engine's own type, filled by
+// the parser and handed to Engine::submit as it is (the route sets its max_tokens and adds harmony's stop
+// ids), down to the sample op's row: no copy field by field. Beside it, what only the server handles.
 struct GenerationParams {
-    float temperature = 1.0f, top_p = 1.0f, min_p = 0.0f;
-    int32_t top_k = 0;  // 0: off (-1 is accepted and means off too, as in vLLM)
-    float presence_penalty = 0.0f, frequency_penalty = 0.0f, repetition_penalty = 1.0f;
-    std::vector<std::pair<int32_t, float>> logit_bias;
-    std::optional<uint64_t> seed;
+    engine::SamplingParams sampling;    // max_tokens there is set by the route from `max_tokens` below
     std::optional<int64_t> max_tokens;  // nullopt: chat fills max-model-len minus the prompt; completions 16
-    std::vector<int32_t> stop_token_ids;
-    std::vector<std::string> stop;  // stop strings, matched on the output text (final channel for chat)
-    bool ignore_eos = false;
-    int32_t n = 1;
+    std::vector<std::string> stop;      // stop strings, matched on the output text (final channel for chat)
     bool stream = false;
     bool include_usage = false;  // stream_options.include_usage
     bool skip_special_tokens = true;
-    // -1: none; k >= 0: the logprob of each sampled token and the k most likely (chat: logprobs +
-    // top_logprobs; completions: logprobs). Completions with echo also get the prompt's.
-    int32_t logprobs = -1;
+    bool include_stop_str_in_output = false;  // vLLM's: the matched stop string stays in the text
+    // sampling.top_k: 0 is off (-1 is accepted and means off too, as in vLLM); sampling.logprobs: -1
+    // none, k >= 0 the logprob of each sampled token and the k most likely (chat: logprobs +
+    // top_logprobs; completions: logprobs; completions with echo also get the prompt's).
 };
 
 // One chat message as the client sent it. Content parts are joined into one text.

@@ -113,9 +113,18 @@ std::vector<HarmonyEvent> HarmonyStreamParser::push(int32_t id) {
     return out;
 }
 
-std::vector<HarmonyEvent> HarmonyStreamParser::finish() {
+std::vector<HarmonyEvent> HarmonyStreamParser::finish(bool truncated) {
     std::vector<HarmonyEvent> out;
-    if (state_ == State::kHeader) close_header_as_message(out);
+    if (state_ == State::kHeader) {
+        // Cut by max_tokens inside a header that has harmony structure (right after `<|channel|>commentary
+        // to`): none of it is text (the "to" once leaked into content). A model that ended a header
+        // without <|message|> (BUG-06), and plain text with no structure, still give their text.
+        if (truncated && header_text_.find(kChannel) != std::string::npos) {
+            state_ = State::kExpectStart;
+        } else {
+            close_header_as_message(out);
+        }
+    }
     if (state_ == State::kContent) close_message(out);
     state_ = State::kDone;
     return out;

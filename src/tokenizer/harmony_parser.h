@@ -59,8 +59,9 @@ class HarmonyStreamParser {
     // UTF-8 character split across tokens). After <|return|> or <|call|> everything is ignored.
     std::vector<HarmonyEvent> push(int32_t id);
     // End of generation (stop token, EOS, max tokens): ends the open message, flushing a dangling partial
-    // UTF-8 character as U+FFFD and the text of a header that never reached <|message|>.
-    std::vector<HarmonyEvent> finish();
+    // UTF-8 character as U+FFFD and the text of a header that never reached <|message|> -- unless
+    // `truncated` (max tokens) cut a header with a <|channel|>: then that header is dropped, not text.
+    std::vector<HarmonyEvent> finish(bool truncated = false);
 
     // Completed messages so far (author, recipient, channel, content type, full text).
     const std::vector<HarmonyMessage>& messages() const { return messages_; }

@@ -1,9 +1,8 @@
 // Tests of `voltllm bench serve`'s library (src/bench_serve/): percentiles against hand-computed numpy
 // "linear" values, the summary over a fixed list of results, the SSE parser, and whole runs against a fake
-// OpenAI SSE server written here with cpp-httplib. No assertion depends on timing: runs are checked by
-// counts, token totals, JSON fields and a concurrency bound.
+// OpenAI SSE server written here on the HTTP layer (server/http_server.h). No assertion depends on timing:
+// runs are checked by counts, token totals, JSON fields and a concurrency bound.
 #include <gtest/gtest.h>
-#include <httplib.h>
 
 #include <atomic>
 #include <filesystem>
@@ -13,6 +12,7 @@
 
 #include "bench_serve/load_generator.h"
 #include "bench_serve/stats.h"
+#include "server/http_server.h"
 
 namespace volt::bench {
 namespace {
@@ -154,16 +154,17 @@ TEST(BenchLoad, DatasetFile) {
     EXPECT_EQ(load_dataset(path.string(), c).status().code(), StatusCode::kNotFound);
 }
 
-// A fake OpenAI server: streams max_tokens chunks of one character each, then usage and [DONE]. A prompt
-// "FAIL" gets a 400. It records the largest number of requests in flight at once.
+// A fake OpenAI server on the HTTP layer (server/http_server.h): streams max_tokens chunks of one
+// character each, then usage and [DONE]. A prompt "FAIL" gets a 400. It records the largest number of
+// requests in flight at once.
 class FakeServer {
   public:
-    FakeServer() {
-        server_.Get("/v1/models", [](const httplib::Request&, httplib::Response& res) {
+    FakeServer() : server_(config()) {
+        server_.get("/v1/models", [](const server::HttpRequest&, server::HttpResponse& res) {
             res.set_content(R"({"object":"list","data":[{"id":"fake-model","object":"model"}]})",
                             "application/json");
         });
-        auto handler = [this](const httplib::Request& req, httplib::Response& res) {
+        auto handler = [this](const server::HttpRequest& req, server::HttpResponse& res) {
             nlohmann::json body = nlohmann::json::parse(req.body);
             const bool chat = req.path == "/v1/chat/completions";
             {
@@ -185,35 +186,19 @@ class FakeServer {
             for (int seen = max_in_flight_.load();
                  now > seen && !max_in_flight_.compare_exchange_weak(seen, now);) {
             }
-            res.set_chunked_content_provider("text/event-stream", [this, n, prompt_tokens, chat](
-                                                                      size_t, httplib::DataSink& sink) {
-                // Hold the stream open a little so requests overlap; no assertion depends on this time.
-                std::this_thread::sleep_for(std::chrono::milliseconds(20));
-                auto send = [&](const std::string& s) { sink.write(s.data(), s.size()); };
-                if (chat) send("data: {\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\"}}]}\n\n");
-                for (int64_t i = 0; i < n; ++i) {
-                    send(chat ? "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"x\"}}]}\n\n"
-                              : "data: {\"choices\":[{\"index\":0,\"text\":\"x\"}]}\n\n");
-                }
-                send("data: {\"choices\":[],\"usage\":{\"prompt_tokens\":" + std::to_string(prompt_tokens) +
-                     ",\"completion_tokens\":" + std::to_string(n) + "}}\n\n");
-                send("data: [DONE]\n\n");
-                --in_flight_;
-                sink.done();
-                return true;
-            });
+            res.content_type = "text/event-stream";
+            res.stream = std::make_shared<Stream>(this, chat, n, prompt_tokens);
         };
-        server_.Post("/v1/completions", handler);
-        server_.Post("/v1/chat/completions", handler);
-        port_ = server_.bind_to_any_port("127.0.0.1");
-        thread_ = std::thread([this] { server_.listen_after_bind(); });
-        while (!server_.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        server_.post("/v1/completions", handler);
+        server_.post("/v1/chat/completions", handler);
+        EXPECT_TRUE(server_.bind().is_ok());
+        thread_ = std::thread([this] { server_.run(); });
     }
     ~FakeServer() {
-        server_.stop();
+        server_.shutdown();
         thread_.join();
     }
-    std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+    std::string url() const { return "http://127.0.0.1:" + std::to_string(server_.port()); }
     int max_in_flight() const { return max_in_flight_.load(); }
     std::vector<nlohmann::json> bodies() {
         std::lock_guard<std::mutex> lock(mu_);
@@ -221,8 +206,43 @@ class FakeServer {
     }
 
   private:
-    httplib::Server server_;
-    int port_ = 0;
+    static server::HttpServerConfig config() {
+        server::HttpServerConfig c;
+        c.port = 0;
+        c.heartbeat = std::chrono::milliseconds(5);  // the pump tick that ends the hold below
+        c.shutdown_grace = std::chrono::milliseconds(0);
+        return c;
+    }
+    // Holds the stream open a little so requests overlap (no assertion depends on this time), then sends
+    // it whole.
+    class Stream : public server::StreamBody {
+      public:
+        Stream(FakeServer* owner, bool chat, int64_t n, int64_t prompt_tokens)
+            : owner_(owner), chat_(chat), n_(n), prompt_tokens_(prompt_tokens) {}
+        void set_wake(std::function<void()>) override {}
+        bool pump(std::string* out, bool) override {
+            if (std::chrono::steady_clock::now() - start_ < std::chrono::milliseconds(20)) return false;
+            if (chat_) *out += "data: {\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\"}}]}\n\n";
+            for (int64_t i = 0; i < n_; ++i) {
+                *out += chat_ ? "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"x\"}}]}\n\n"
+                              : "data: {\"choices\":[{\"index\":0,\"text\":\"x\"}]}\n\n";
+            }
+            *out += "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":" + std::to_string(prompt_tokens_) +
+                    ",\"completion_tokens\":" + std::to_string(n_) + "}}\n\n";
+            *out += "data: [DONE]\n\n";
+            --owner_->in_flight_;
+            return true;
+        }
+        void cancel() override { --owner_->in_flight_; }
+
+      private:
+        FakeServer* owner_;
+        bool chat_;
+        int64_t n_, prompt_tokens_;
+        std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+    };
+
+    server::HttpServer server_;
     std::thread thread_;
     std::atomic<int> in_flight_{0}, max_in_flight_{0};
     std::mutex mu_;

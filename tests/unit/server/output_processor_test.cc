@@ -26,9 +26,10 @@ class OutputProcessorTest : public ::testing::Test {
         EXPECT_TRUE(r.is_ok());
         return *r;
     }
-    // Feeds ids one at a time (as a stream does) and returns the concatenated deltas.
+    // Feeds ids one at a time (as a stream does) and returns the concatenated deltas; `truncated`: the
+    // output ends by max_tokens.
     static OutputDelta run(OutputProcessor& p, const std::vector<int32_t>& all,
-                           std::vector<OutputDelta>* steps = nullptr) {
+                           std::vector<OutputDelta>* steps = nullptr, bool truncated = false) {
         OutputDelta total;
         for (int32_t id : all) {
             OutputDelta d = p.push(std::span<const int32_t>(&id, 1));
@@ -36,7 +37,7 @@ class OutputProcessorTest : public ::testing::Test {
             total.content += d.content;
             total.reasoning += d.reasoning;
         }
-        OutputDelta f = p.finish();
+        OutputDelta f = p.finish(truncated);
         total.content += f.content;
         total.reasoning += f.reasoning;
         return total;
@@ -140,4 +141,56 @@ TEST_F(OutputProcessorTest, SplitUtf8IsNeverSentAsReplacementCharacters) {
     for (const OutputDelta& s : steps) EXPECT_EQ(s.content.find("\xEF\xBF\xBD"), std::string::npos);
 }
 
+}  // namespace volt::server
+
+namespace volt::server {
+namespace {
+
+// Issue 19: a commentary preamble was glued to the final text ("Let me explain.The answer is 4."); the
+// harmony guide shows it to the user as its own paragraph.
+TEST_F(OutputProcessorTest, PreambleIsSeparatedFromTheFinalTextByABlankLine) {
+    auto p = make_chat_processor(encoding_, ChatProcessorOptions{});
+    OutputDelta d = run(*p, ids("<|channel|>commentary<|message|>Let me explain.<|end|>"
+                                "<|start|>assistant<|channel|>final<|message|>The answer is 4.<|return|>"));
+    EXPECT_EQ(d.content, "Let me explain.\n\nThe answer is 4.");
+    // Reasoning before the final text adds no separator to the content.
+    auto q = make_chat_processor(encoding_, ChatProcessorOptions{});
+    OutputDelta e = run(*q, ids("<|channel|>analysis<|message|>Think.<|end|>"
+                                "<|start|>assistant<|channel|>final<|message|>4<|return|>"));
+    EXPECT_EQ(e.content, "4");
+}
+
+// Issue 19: max_tokens cut right after `<|channel|>commentary to` leaked "to" into content.
+TEST_F(OutputProcessorTest, AHeaderCutByMaxTokensPutsNothingInContent) {
+    auto p = make_chat_processor(encoding_, ChatProcessorOptions{});
+    OutputDelta d = run(*p,
+                        ids("<|channel|>analysis<|message|>Need the weather.<|end|>"
+                            "<|start|>assistant<|channel|>commentary to"),
+                        nullptr, true);
+    EXPECT_EQ(d.content, "");
+    EXPECT_EQ(d.reasoning, "Need the weather.");
+    // A header the model itself ended without <|message|> (BUG-06) still gives its text.
+    auto b = make_chat_processor(encoding_, ChatProcessorOptions{});
+    EXPECT_NE(run(*b, ids("<|channel|>final Plain answer")).content.find("Plain answer"), std::string::npos);
+    // Plain text with no harmony structure still streams as content.
+    auto q = make_chat_processor(encoding_, ChatProcessorOptions{});
+    EXPECT_EQ(run(*q, ids("just text")).content, "just text");
+}
+
+// Issue 19: include_stop_str_in_output was ignored.
+TEST_F(OutputProcessorTest, IncludeStopStrInOutput) {
+    ChatProcessorOptions o;
+    o.stops = {"STOP"};
+    o.include_stop = true;
+    auto p = make_chat_processor(encoding_, o);
+    EXPECT_EQ(run(*p, ids("<|channel|>final<|message|>one two STOP three<|return|>")).content,
+              "one two STOP");
+    EXPECT_TRUE(p->stopped());
+    auto t = make_text_processor(tokenizer_, {"\n\n"}, true, true);
+    EXPECT_EQ(run(*t, ids("line one\n\nline two")).content, "line one\n\n");
+    auto plain = make_text_processor(tokenizer_, {"two"}, true, false);
+    EXPECT_EQ(run(*plain, ids("one two three")).content, "one ");
+}
+
+}  // namespace
 }  // namespace volt::server

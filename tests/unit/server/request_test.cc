@@ -54,28 +54,28 @@ TEST(Request, ChatFields) {
     EXPECT_TRUE(c.params.stream);
     EXPECT_TRUE(c.params.include_usage);
     EXPECT_EQ(c.params.max_tokens, 7);
-    EXPECT_EQ(c.params.temperature, 0.0f);
-    EXPECT_EQ(c.params.top_p, 0.5f);
-    EXPECT_EQ(c.params.top_k, 0);
-    EXPECT_EQ(c.params.seed, 3u);
-    EXPECT_EQ(c.params.n, 2);
+    EXPECT_EQ(c.params.sampling.temperature, 0.0f);
+    EXPECT_EQ(c.params.sampling.top_p, 0.5f);
+    EXPECT_EQ(c.params.sampling.top_k, 0);
+    EXPECT_EQ(c.params.sampling.seed, 3u);
+    EXPECT_EQ(c.params.sampling.n, 2);
     EXPECT_EQ(c.params.stop, (std::vector<std::string>{"END", "STOP"}));
     EXPECT_EQ(c.reasoning_effort, "low");
-    ASSERT_EQ(c.params.logit_bias.size(), 1u);
-    EXPECT_EQ(c.params.logit_bias[0], (std::pair<int32_t, float>{17, -100.0f}));
-    EXPECT_TRUE(c.params.ignore_eos);
-    EXPECT_EQ(c.params.stop_token_ids, std::vector<int32_t>{5});
-    EXPECT_EQ(c.params.logprobs, -1);
+    ASSERT_EQ(c.params.sampling.logit_bias.size(), 1u);
+    EXPECT_EQ(c.params.sampling.logit_bias[0], (std::pair<int32_t, float>{17, -100.0f}));
+    EXPECT_TRUE(c.params.sampling.ignore_eos);
+    EXPECT_EQ(c.params.sampling.stop_token_ids, std::vector<int32_t>{5});
+    EXPECT_EQ(c.params.sampling.logprobs, -1);
 }
 
 TEST(Request, Logprobs) {
     auto chat = parse_chat_request(json::parse(
         R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "logprobs": true, "top_logprobs": 3})"));
     ASSERT_TRUE(std::holds_alternative<ChatRequest>(chat));
-    EXPECT_EQ(std::get<ChatRequest>(chat).params.logprobs, 3);
+    EXPECT_EQ(std::get<ChatRequest>(chat).params.sampling.logprobs, 3);
     auto cmpl = parse_completion_request(json::parse(R"({"model": "m", "prompt": "x", "logprobs": 0})"));
     ASSERT_TRUE(std::holds_alternative<CompletionRequest>(cmpl));
-    EXPECT_EQ(std::get<CompletionRequest>(cmpl).params.logprobs, 0);
+    EXPECT_EQ(std::get<CompletionRequest>(cmpl).params.sampling.logprobs, 0);
     EXPECT_EQ(completion_error(R"({"model": "m", "prompt": "x", "logprobs": 21})").param, "logprobs");
 }
 

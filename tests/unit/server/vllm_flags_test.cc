@@ -132,10 +132,8 @@ TEST(VllmFlags, UnknownFlagSuggestsNearest) {
 TEST(VllmFlags, RejectedFlagNamesTheReason) {
     auto r = parse_vllm_command_line({"--model", "m", "--uds", "/tmp/volt.sock"});
     ASSERT_FALSE(r.is_ok());
-    EXPECT_EQ(
-        r.status().message(),
-        "--uds is not supported: cpp-httplib 0.11.4 cannot listen on a Unix socket; use --host 127.0.0.1 "
-        "--port N");
+    EXPECT_EQ(r.status().message(),
+              "--uds is not supported: the HTTP layer listens on TCP only; use --host 127.0.0.1 --port N");
 }
 
 TEST(VllmFlags, ValueShapes) {

@@ -1,0 +1,68 @@
+// The HTTP/1.1 client side of the HTTP layer (Boost.Beast, blocking calls on a private io_context): one
+// connection (kept alive between calls), a whole-body request, and a streamed one whose body (chunked or
+// not) is handed over piece by piece as it arrives, plus an SSE splitter. For the router (issue 20), the
+// load generator (voltllm bench serve) and the tests. Every call has a deadline (`timeout` per call, not
+// per read). Tests: tests/unit/server/http_server_test.cc, tests/unit/bench_serve/bench_serve_test.cc.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "core/status.h"
+
+namespace volt::server {
+
+struct HttpClientResponse {
+    int status = 0;
+    std::vector<std::pair<std::string, std::string>> headers;
+    std::string body;  // empty after stream()
+    // The first value of `name` (case-insensitive), or "".
+    std::string header(std::string_view name) const;
+};
+
+class HttpClient {
+  public:
+    using Headers = std::vector<std::pair<std::string, std::string>>;
+    HttpClient(std::string host, int port, std::chrono::milliseconds timeout = std::chrono::seconds(60));
+    ~HttpClient();
+    HttpClient(const HttpClient&) = delete;
+    HttpClient& operator=(const HttpClient&) = delete;
+
+    // One request, the whole answer. kUnavailable when the server cannot be reached or the exchange fails
+    // (the connection is closed then; the next call reconnects), also past `timeout`.
+    Result<HttpClientResponse> request(const std::string& method, const std::string& target,
+                                       const std::string& body = "", const Headers& headers = {},
+                                       const std::string& content_type = "application/json");
+    // As request(), but the body goes to `on_data` as it arrives (chunk framing removed); on_data false
+    // stops reading (the connection is closed). `on_status`, when set, gets the status code once the
+    // headers are in (before the first piece of the body).
+    Result<HttpClientResponse> stream(const std::string& method, const std::string& target,
+                                      const std::string& body, const Headers& headers,
+                                      const std::function<bool(std::string_view)>& on_data,
+                                      const std::function<void(int)>& on_status = nullptr);
+
+  private:
+    struct Impl;
+    std::unique_ptr<Impl> impl_;
+};
+
+// Splits an SSE byte stream into events: feed() calls `on_event` with the joined `data:` lines of each
+// complete event (comments and other fields are skipped). Pieces may split anywhere.
+// "http://host:port" (a trailing path or slash is ignored; the port defaults to 80) -> host and port.
+// kInvalidArgument for another scheme or a bad port.
+Result<std::pair<std::string, int>> parse_http_url(const std::string& url);
+
+class SseSplitter {
+  public:
+    void feed(std::string_view bytes, const std::function<void(const std::string& data)>& on_event);
+
+  private:
+    std::string pending_;
+};
+
+}  // namespace volt::server
