@@ -41,7 +41,8 @@ Result<std::unique_ptr<ScriptedExecutor>> ScriptedExecutor::from_file(const std:
             return invalid_argument("script file " + path + ": every output must be a list of ids");
         auto& v = o.outputs.emplace_back();
         for (const auto& t : list) {
-            if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= o.vocab_size)
+            // -1 (ops::kNonFiniteToken) plays the sample op's answer to NaN logits (tests of that path).
+            if (!t.is_number_integer() || t.get<int64_t>() < -1 || t.get<int64_t>() >= o.vocab_size)
                 return invalid_argument("script file " + path + ": token " + t.dump() +
                                         " is not an id below " + std::to_string(o.vocab_size));
             v.push_back(t.get<int32_t>());

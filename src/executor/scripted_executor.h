@@ -1,8 +1,9 @@
 // ScriptedExecutor: an executor with no model that replays fixed token ids, for server and engine tests
 // (`voltllm serve --executor scripted --script FILE`). Script file: JSON, either a list of lists of
 // token ids, or {"outputs": [[...], ...], "end_token": 200002, "vocab_size": 201088,
-// "max_position_embeddings": 131072}. Request i (submission order) draws outputs[i % size]: its
-// k-th sampled token (every choice alike) is outputs[i % size][k], then end_token once the list is
+// "max_position_embeddings": 131072}; an id of -1 stands for logits that were not finite (the sample
+// op's kNonFiniteToken: the engine fails that request). Request i (submission order) draws outputs[i % size]:
+// its k-th sampled token (every choice alike) is outputs[i % size][k], then end_token once the list is
 // exhausted (default: the first EOS id; set eos/end so requests finish). Prompt rows report their target.
 // Logprobs are 0 for the returned token and the top list is that token alone. KV blocks cost nothing.
 // Tests: tests/unit/engine/engine_test.cc.

@@ -3,6 +3,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "server/api_error.h"
+
 namespace volt::server {
 
 JobStream::JobStream(std::shared_ptr<Job> job, HttpServer::Ticket ticket, std::chrono::milliseconds heartbeat)
@@ -48,7 +50,16 @@ bool JobStream::pump(std::string* out, bool aborting) {
     }
     const Clock::time_point now = Clock::now();
     if (job.finished()) {
-        job.record_finish(*job.subs[0].choices[0].finish);
+        job.record_finish(job.engine_error.empty() ? *job.subs[0].choices[0].finish : "error");
+        if (!job.engine_error.empty()) {
+            // The status line (200) may be out already (heartbeats): the error travels in the body, as
+            // OpenAI's error object, so that a client never takes a failed generation for an answer.
+            const std::string e =
+                ApiError{500, "server_error", job.engine_error, std::nullopt, "engine_error"}.to_json().dump(
+                    -1, ' ', false, nlohmann::json::error_handler_t::replace);
+            *out += job.stream ? "data: " + e + "\n\ndata: [DONE]\n\n" : e;
+            return true;
+        }
         *out += job.stream ? job.stream_end() : job.full_response();
         return true;
     }

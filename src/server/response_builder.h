@@ -102,6 +102,9 @@ struct Job {
     int64_t max_tokens = 0;  // as the request gave it (0: none), for the metrics
     int32_t n = 1;
     Clock::time_point arrival;
+    // The engine failed the request (FinishReason::kError: non-finite logits): the response ends with an
+    // OpenAI error object naming it instead of the choices (streaming: an error event, then [DONE]).
+    std::string engine_error;
 
     void on_output(size_t new_tokens) {
         if (recorder && new_tokens > 0) recorder->on_output(static_cast<int64_t>(new_tokens), Clock::now());
@@ -359,6 +362,8 @@ struct Job {
             d.tool_calls.insert(d.tool_calls.end(), f.tool_calls.begin(), f.tool_calls.end());
             c.finish = finish_name(out.finish);
             c.counted_stop_token = out.stop_token.has_value();
+            if (out.finish == engine::FinishReason::kError && engine_error.empty())
+                engine_error = out.error.empty() ? "the engine failed the request" : out.error;
             // A turn that ended in a call (<|call|>) asks the client to run it.
             if (*c.finish == "stop" && (c.num_tool_calls > 0 || !d.tool_calls.empty()))
                 c.finish = "tool_calls";

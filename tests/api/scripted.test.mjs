@@ -605,3 +605,39 @@ test("vLLM's flag table: an unknown flag fails with a suggestion, an unsupported
     assert.equal(uds.status, 2);
     assert.match(uds.stderr, /--uds is not supported/);
 });
+
+// Non-finite logits (the scripted id -1 stands for the sample op's kNonFiniteToken): that request ends
+// with an OpenAI error object naming the engine step -- never with a token drawn from NaN (other servers
+// then stream "!!!!") -- while the next request is served normally.
+describe("non-finite logits fail only their request", () => {
+    let server;
+    before(async () => {
+        server = await startServer([
+            "--executor", "scripted", "--script", writeScript([[...ids("The"), -1], [...ids(FINAL), -1], ids(FINAL)]),
+            "--served-model-name", "gpt-oss-test",
+        ]);
+    });
+    after(async () => {
+        const { code } = await server.stop();
+        assert.equal(code, 0);
+    });
+
+    test("non-streaming, streaming, then a healthy request", async () => {
+        const body = (extra) => JSON.stringify({ model: "gpt-oss-test", messages: [{ role: "user", content: "Hi" }], ...extra });
+        const r0 = await post(server, "/v1/chat/completions", body({}));
+        assert.equal(r0.json.error.code, "engine_error", r0.text);
+        assert.match(r0.json.error.message, /non-finite logits .* engine step \d+/);
+        assert.equal(r0.json.choices, undefined);
+        const res = await fetch(server.url("/v1/chat/completions"), {
+            method: "POST", headers: { "Content-Type": "application/json" }, body: body({ stream: true }),
+        });
+        const events = (await res.text()).split("\n\n").filter((e) => e.startsWith("data: ")).map((e) => e.slice(6));
+        assert.equal(events.at(-1), "[DONE]");
+        const last = JSON.parse(events.at(-2));
+        assert.equal(last.error.code, "engine_error");
+        for (const e of events.slice(0, -2)) assert.ok(!JSON.parse(e).error, e);
+        const ok = await post(server, "/v1/chat/completions", body({}));
+        assert.equal(ok.status, 200);
+        assert.equal(ok.json.choices[0].message.content, FINAL);
+    });
+});
