@@ -7,6 +7,7 @@
 #include "executor/backend_executor.h"
 #include "executor/cpu_executor.h"
 #include "executor/scripted_executor.h"
+#include "io/progress.h"
 #include "model/dummy_weights.h"
 
 namespace volt::executor {
@@ -80,11 +81,7 @@ Status check_engine_flags(const EngineFlags& f) {
 }
 
 namespace {
-std::string gib(int64_t bytes) {
-    char b[32];
-    std::snprintf(b, sizeof b, "%.2f GiB", static_cast<double>(bytes) / double(int64_t{1} << 30));
-    return b;
-}
+std::string gib(int64_t bytes) { return io::format_bytes(static_cast<double>(bytes)); }
 
 // vLLM's sizing: the instance may use utilization x total; what the weights, the CUDA context and the
 // profiled activations already use comes off it; the rest is the KV cache.

@@ -10,16 +10,10 @@
 #include "core/logging.h"
 #include "core/thread_pool.h"
 #include "model/loader.h"
+#include "ops/sample.h"
 
 namespace volt::model {
 namespace {
-
-uint64_t mix(uint64_t x) {  // splitmix64's output function
-    x += 0x9e3779b97f4a7c15ull;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-}
 
 struct HostTensors : WeightStorage {
     std::vector<std::unique_ptr<uint8_t[]>> bytes;
@@ -37,11 +31,11 @@ class Filler {
     // bf16 values mean + std * u, u uniform on [-sqrt 3, sqrt 3) (unit variance), from stream `stream`.
     void bf16(uint16_t* out, int64_t n, double mean, double std) {
         if (!enabled_) return;
-        const uint64_t key = mix(seed_ ^ mix(++stream_));
+        const uint64_t key = ops::splitmix64(seed_ ^ ops::splitmix64(++stream_));
         const double a = std * std::sqrt(3.0) * 2.0 / 65536.0, b = mean - std * std::sqrt(3.0);
         pool_.parallel_for((n + 3) / 4, 1 << 14, [&](int64_t lo, int64_t hi) {
             for (int64_t i = lo; i < hi; ++i) {
-                const uint64_t r = mix(key + static_cast<uint64_t>(i));
+                const uint64_t r = ops::splitmix64(key + static_cast<uint64_t>(i));
                 for (int64_t j = 0; j < 4 && 4 * i + j < n; ++j)
                     out[4 * i + j] =
                         f32_to_bf16(static_cast<float>(b + a * double((r >> (16 * j)) & 0xffff)));
@@ -51,10 +45,10 @@ class Filler {
     // Uniformly random bytes (MXFP4 codes: two uniform E2M1 nibbles per byte).
     void bytes(uint8_t* out, int64_t n) {
         if (!enabled_) return;
-        const uint64_t key = mix(seed_ ^ mix(++stream_));
+        const uint64_t key = ops::splitmix64(seed_ ^ ops::splitmix64(++stream_));
         pool_.parallel_for((n + 7) / 8, 1 << 14, [&](int64_t lo, int64_t hi) {
             for (int64_t i = lo; i < hi; ++i) {
-                const uint64_t r = mix(key + static_cast<uint64_t>(i));
+                const uint64_t r = ops::splitmix64(key + static_cast<uint64_t>(i));
                 const int64_t m = std::min<int64_t>(8, n - 8 * i);
                 std::memcpy(out + 8 * i, &r, static_cast<size_t>(m));
             }
