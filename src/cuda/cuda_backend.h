@@ -86,7 +86,7 @@ class CudaBackend final : public ops::Backend {
 
   private:
     CudaBackend() = default;
-    Launch ctx() const { return {stream_, error_, operand_}; }
+    Launch ctx() const { return {stream_, error_, operand_, device_.sm_count}; }
     // Raises (VOLT_CHECK) the first data error a kernel reported; called after every wait.
     void check_device_errors();
     // A scratch buffer of at least `bytes`, grown (after the stream drains) when too small.

@@ -38,6 +38,7 @@ struct Launch {
     cudaStream_t stream = nullptr;
     int* error = nullptr;  // [1] device word, 0 while no kernel found bad data
     Operand operand = Operand::kF32;
+    int sm_count = 0;  // multiprocessors (persistent grids); 0: unknown
 };
 
 // ---- fine ops (reference: src/cpu/ops.cc, same contracts) ----

@@ -72,7 +72,7 @@ __device__ __forceinline__ float load1(const void* p, int64_t i) {
     return static_cast<const float*>(p)[i];
 }
 
-template <bool kF16, Operand O>
+template <bool kF16, Operand O, int G>
 __global__ void __launch_bounds__(kThreads)
     split_kernel(const float* __restrict__ q, const void* __restrict__ kc, const void* __restrict__ vc,
                  const int32_t* __restrict__ seq_lens, const int32_t* __restrict__ qsl,
@@ -90,7 +90,6 @@ __global__ void __launch_bounds__(kThreads)
     const int64_t j0 = r.first + c * kChunk;
     if (j0 > r.n) return;  // the row has fewer splits (uniform over the block)
     const int64_t cnt = min64(kChunk, r.n + 1 - j0);
-    const int G = static_cast<int>(nh / nkv);
     const float* qrow = q + (t * nh + g * G) * d;  // the G heads of this KV head are contiguous
     for (int64_t i = tid; i < G * d; i += kThreads) qs[i] = operand<O>(qrow[i]);
     const int32_t* table = tables + r.s * max_blocks;
@@ -114,9 +113,9 @@ __global__ void __launch_bounds__(kThreads)
     __syncthreads();
     // Scores: thread per key, all G heads.
     for (int64_t k = tid; k < cnt; k += kThreads) {
-        float sc[kMaxG];
+        float sc[G];
 #pragma unroll
-        for (int h = 0; h < kMaxG; ++h) sc[h] = 0.0f;
+        for (int h = 0; h < G; ++h) sc[h] = 0.0f;
         const int64_t slot = slots[k];
         if (slot >= 0) {
             const int64_t off = (slot * nkv + g) * d;
@@ -125,16 +124,22 @@ __global__ void __launch_bounds__(kThreads)
                 float kv[8];
                 load8<kF16>(kc, off + i, kv);
 #pragma unroll
-                for (int e = 0; e < 8; ++e) {
-#pragma unroll
-                    for (int h = 0; h < kMaxG; ++h)
-                        if (h < G) sc[h] += qs[h * d + i + e] * kv[e];
+                for (int h = 0; h < G; ++h) {  // q as two 16-byte shared loads per 8 products
+                    const float4 qa = *reinterpret_cast<const float4*>(qs + h * d + i);
+                    const float4 qb = *reinterpret_cast<const float4*>(qs + h * d + i + 4);
+                    sc[h] += qa.x * kv[0];
+                    sc[h] += qa.y * kv[1];
+                    sc[h] += qa.z * kv[2];
+                    sc[h] += qa.w * kv[3];
+                    sc[h] += qb.x * kv[4];
+                    sc[h] += qb.y * kv[5];
+                    sc[h] += qb.z * kv[6];
+                    sc[h] += qb.w * kv[7];
                 }
             }
         }
 #pragma unroll
-        for (int h = 0; h < kMaxG; ++h)
-            if (h < G) ps[h * kChunk + k] = slot >= 0 ? sc[h] * scale : neg_inf();
+        for (int h = 0; h < G; ++h) ps[h * kChunk + k] = slot >= 0 ? sc[h] * scale : neg_inf();
     }
     __syncthreads();
     // Softmax over the chunk, a warp per head.
@@ -162,9 +167,9 @@ __global__ void __launch_bounds__(kThreads)
     // then the key lanes summed by a fixed butterfly inside the warp and the warps in order.
     const int EG = static_cast<int>(d / 8), KL = kThreads / EG;
     const int eg = tid % EG, kl = tid / EG;
-    float acc[kMaxG][8];
+    float acc[G][8];
 #pragma unroll
-    for (int h = 0; h < kMaxG; ++h)
+    for (int h = 0; h < G; ++h)
 #pragma unroll
         for (int e = 0; e < 8; ++e) acc[h][e] = 0.0f;
 #pragma unroll 2
@@ -178,8 +183,7 @@ __global__ void __launch_bounds__(kThreads)
             for (int e = 0; e < 8; ++e) v[e] = 0.0f;
         }
 #pragma unroll
-        for (int h = 0; h < kMaxG; ++h) {
-            if (h >= G) break;
+        for (int h = 0; h < G; ++h) {
             const float p = ps[h * kChunk + k];
 #pragma unroll
             for (int e = 0; e < 8; ++e) acc[h][e] += p * v[e];
@@ -187,7 +191,7 @@ __global__ void __launch_bounds__(kThreads)
     }
     for (int off = EG; off < 32; off <<= 1) {
 #pragma unroll
-        for (int h = 0; h < kMaxG; ++h)
+        for (int h = 0; h < G; ++h)
 #pragma unroll
             for (int e = 0; e < 8; ++e) acc[h][e] += __shfl_xor_sync(kFullMask, acc[h][e], off);
     }
@@ -195,8 +199,7 @@ __global__ void __launch_bounds__(kThreads)
     float* red = ps;
     if (lane < EG) {
 #pragma unroll
-        for (int h = 0; h < kMaxG; ++h) {
-            if (h >= G) break;
+        for (int h = 0; h < G; ++h) {
 #pragma unroll
             for (int e = 0; e < 8; ++e) red[warp * G * d + h * d + 8 * eg + e] = acc[h][e];
         }
@@ -248,7 +251,8 @@ bool attention_split_eligible(const ops::AttentionArgs& a) {
     // d / 8 element groups must divide the block (d in 8, 16, 32, 64, 128).
     const bool d_ok =
         a.head_dim == 8 || a.head_dim == 16 || a.head_dim == 32 || a.head_dim == 64 || a.head_dim == 128;
-    return a.max_seq_len > 0 && bound > 0 && G <= kMaxG && d_ok && (bound + kChunk - 1) / kChunk <= 65535 &&
+    const bool g_ok = G == 1 || G == 2 || G == 4 || G == 8;  // the split kernel's instantiations
+    return a.max_seq_len > 0 && bound > 0 && g_ok && d_ok && (bound + kChunk - 1) / kChunk <= 65535 &&
            (a.kv.format == ops::Format::kF16 || a.kv.format == ops::Format::kF32) &&
            reinterpret_cast<uintptr_t>(a.kv.k) % 16 == 0 && a.num_kv_heads <= 65535;
 }
@@ -271,16 +275,32 @@ void launch_attention_split(const ops::AttentionArgs& a, float* part, const Laun
     const int64_t slots = a.kv.num_blocks * a.kv.block_size;
     const DeviceVector sinks = device_vector(a.sinks);
     const bool f16 = a.kv.format == ops::Format::kF16;
+    const int64_t G = a.num_heads / a.num_kv_heads;
     for (int64_t row0 = 0; row0 < a.num_tokens; row0 += slice) {
         const int64_t rows = std::min(slice, a.num_tokens - row0);
         VOLT_CHECK(rows < (int64_t{1} << 31));
         const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>(a.num_kv_heads),
                         static_cast<unsigned>(splits));
-#define VOLT_SPLIT(F16, O)                                                                                \
-    split_kernel<F16, O><<<grid, kThreads, 0, ctx.stream>>>(                                              \
+#define VOLT_SPLIT_G(F16, O, G)                                                                           \
+    split_kernel<F16, O, G><<<grid, kThreads, 0, ctx.stream>>>(                                           \
         a.q, a.kv.k, a.kv.v, a.seq_lens, a.query_start_loc, a.block_tables, part, row0, a.num_seqs,       \
         a.num_heads, a.num_kv_heads, a.head_dim, a.max_blocks, a.kv.block_size, slots, a.window, a.scale, \
         splits, ctx.error)
+#define VOLT_SPLIT(F16, O)           \
+    switch (G) {                     \
+        case 1:                      \
+            VOLT_SPLIT_G(F16, O, 1); \
+            break;                   \
+        case 2:                      \
+            VOLT_SPLIT_G(F16, O, 2); \
+            break;                   \
+        case 4:                      \
+            VOLT_SPLIT_G(F16, O, 4); \
+            break;                   \
+        default:                     \
+            VOLT_SPLIT_G(F16, O, 8); \
+            break;                   \
+    }
         switch (ctx.operand) {
             case Operand::kF32:
                 if (f16) {
@@ -305,6 +325,7 @@ void launch_attention_split(const ops::AttentionArgs& a, float* part, const Laun
                 break;
         }
 #undef VOLT_SPLIT
+#undef VOLT_SPLIT_G
         VOLT_CUDA_CHECK_LAUNCH();
         combine_kernel<<<dim3(static_cast<unsigned>(rows), static_cast<unsigned>(a.num_heads)), kThreads, 0,
                          ctx.stream>>>(part, a.seq_lens, a.query_start_loc, sinks, a.out, row0, a.num_seqs,

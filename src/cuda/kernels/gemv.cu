@@ -1,13 +1,17 @@
 // Fast dense GEMV (issue 14; ops::LinearArgs, reference cpu::linear, checked by volt_op_test linear,
 // o_proj_residual, final_logits, router, timed by --bench): y[r, o] = x[row r] . W[o] + b[o] for f16, bf16
-// or f32 weights [out, in] with in % 8 == 0 (rows of 16-byte multiples). One warp per output unit (8 per
-// block); lane l reads the 16-byte chunks c = l, l + 32, ... of W[o] (8 f16/bf16 or 4 f32 values) once
-// per tile of kRows rows and multiplies them with x read as float4 (L1-resident, shared by the block's
-// warps); the launch's rows run in tiles of kRows, every tile with the same per-row order. Products are
+// or f32 weights [out, in] with in % 8 == 0 (rows of 16-byte multiples). kSplit warps per output unit
+// (kWarps / kSplit outputs per block), each over one run of the row's 16-byte chunks (8 f16/bf16 or 4 f32
+// values): lane l reads chunks begin + l, begin + l + 32, ... once per tile of kRows rows, up to 8
+// loads in flight before any is used, and multiplies them with x read as float4 (L1-resident, shared by
+// the block's warps); the warps' sums are added in run order. The launch's rows run in tiles of kRows,
+// every tile with the same per-row order. Products are
 // f32: x rounded to the operand format, weights widened exactly (bf16 by a shift; f16 by bit operations
 // to f16 x 2^-112, the factor 2^112 applied once to the sum, exact in f32 down to 2^-37 absolute),
 // accumulated chunk by chunk in element order per lane, then a fixed warp butterfly. A row's result
 // depends on `in` only: the same alone or in any batch (ops.h).
+#include <algorithm>
+
 #include "cuda/cuda_check.h"
 #include "cuda/device_util.cuh"
 
@@ -17,6 +21,8 @@ namespace {
 constexpr int kWarps = 8;
 constexpr int kThreads = kWarps * 32;
 constexpr int kRows = 4;           // rows per tile: weights are read once per tile
+constexpr int kSplit = 2;          // warps per output (each a run of the chunks)
+constexpr int64_t kMaxIn = 8192;   // kRows staged rows of x: 128 KiB of shared memory
 constexpr int kRowsPerBlock = 64;  // grid.y splits the rows in chunks (tiles never straddle one)
 
 // The operand rounding of x: bf16 as everywhere; f16 as f16's 11-bit significand without its range (what
@@ -58,102 +64,282 @@ struct GemvOut {
     float* residual = nullptr;
 };
 
-template <WFmt F, Operand O>
-__global__ void __launch_bounds__(kThreads, 2)
-    gemv_kernel(const float* __restrict__ x, const int32_t* __restrict__ rows, const void* __restrict__ w,
-                DeviceVector bias, GemvOut dst, int64_t num_rows, int64_t out, int64_t in, int* error) {
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int64_t o = static_cast<int64_t>(blockIdx.x) * kWarps + warp;
-    if (o >= out) return;
+// One warp's share of the dot products of one tile of NR rows (x rows xr[0..NR)) with weight row wrow:
+// chunks [c_begin, c_end), lane l taking c_begin + l, c_begin + l + 32, ... in that order (the same per-row
+// order for every NR and every batch). The loads of up to kBatch chunks a lane holds are issued before
+// any is used, so a warp keeps kBatch x 512 bytes in flight (issue 14's profile: one load at a time and
+// too few warps left half the bandwidth unused); fewer for wider tiles (registers). The batching never
+// changes the order of a row's sums.
+template <WFmt F, int NR>
+__device__ __forceinline__ void gemv_tile(const uint4* __restrict__ wrow, const float4* xs, int64_t in4,
+                                          int64_t c_begin, int64_t c_end, int lane, float* acc) {
     constexpr int kPer = F == WFmt::kF32 ? 4 : 8;  // weights per 16-byte chunk
-    const int64_t chunks = in / kPer;
-    const uint4* wrow =
-        reinterpret_cast<const uint4*>(static_cast<const uint8_t*>(w) + o * in * (F == WFmt::kF32 ? 4 : 2));
-    const float b = load_vec(bias, o);
-    const float post = F == WFmt::kF16 ? 0x1p112f : 1.0f;
-    const int64_t r_begin = static_cast<int64_t>(blockIdx.y) * kRowsPerBlock;
-    const int64_t r_end = min64(num_rows, r_begin + kRowsPerBlock);
-    for (int64_t r0 = r_begin; r0 < r_end; r0 += kRows) {
-        const int nr = static_cast<int>(min64(kRows, r_end - r0));
-        const float4* xr[kRows];
+    constexpr int kBatch = NR == 1 ? 8 : NR == 2 ? 4 : 2;
 #pragma unroll
-        for (int j = 0; j < kRows; ++j) {
-            int64_t src = r0 + (j < nr ? j : nr - 1);
-            if (rows != nullptr) {
-                src = rows[src];
-                if (src < 0) {
-                    if (lane == 0) report_error(error, kBadRow);
-                    src = 0;
-                }
-            }
-            xr[j] = reinterpret_cast<const float4*>(x + src * in);
-        }
-        float acc[kRows];
+    for (int j = 0; j < NR; ++j) acc[j] = 0.0f;
+    for (int64_t c0 = c_begin + lane; c0 < c_end; c0 += 32 * kBatch) {
+        uint4 q[kBatch];
 #pragma unroll
-        for (int j = 0; j < kRows; ++j) acc[j] = 0.0f;
-#pragma unroll 4
-        for (int64_t c = lane; c < chunks; c += 32) {
-            const uint4 q = __ldg(wrow + c);
+        for (int u = 0; u < kBatch; ++u)
+            if (c0 + 32 * u < c_end) q[u] = __ldg(wrow + c0 + 32 * u);
+#pragma unroll
+        for (int u = 0; u < kBatch; ++u) {
+            const int64_t c = c0 + 32 * u;
+            if (c >= c_end) break;
             float wv[8];
             if constexpr (F == WFmt::kF32) {
-                wv[0] = __uint_as_float(q.x);
-                wv[1] = __uint_as_float(q.y);
-                wv[2] = __uint_as_float(q.z);
-                wv[3] = __uint_as_float(q.w);
+                wv[0] = __uint_as_float(q[u].x);
+                wv[1] = __uint_as_float(q[u].y);
+                wv[2] = __uint_as_float(q[u].z);
+                wv[3] = __uint_as_float(q[u].w);
             } else {
-                widen8<F>(q, wv);
+                widen8<F>(q[u], wv);
             }
 #pragma unroll
-            for (int j = 0; j < kRows; ++j) {
-                if (j >= nr) break;
+            for (int j = 0; j < NR; ++j) {
 #pragma unroll
                 for (int h = 0; h < kPer / 4; ++h) {
-                    const float4 xv = xr[j][c * (kPer / 4) + h];
-                    acc[j] += xop<O>(xv.x) * wv[4 * h];
-                    acc[j] += xop<O>(xv.y) * wv[4 * h + 1];
-                    acc[j] += xop<O>(xv.z) * wv[4 * h + 2];
-                    acc[j] += xop<O>(xv.w) * wv[4 * h + 3];
+                    const float4 xv = xs[j * in4 + c * (kPer / 4) + h];
+                    acc[j] += xv.x * wv[4 * h];
+                    acc[j] += xv.y * wv[4 * h + 1];
+                    acc[j] += xv.z * wv[4 * h + 2];
+                    acc[j] += xv.w * wv[4 * h + 3];
                 }
-            }
-        }
-        int seg = 0;
-        int64_t col = o;
-        while (seg < 2 && col >= dst.n[seg]) col -= dst.n[seg++];
-        float* const ys = dst.y[seg];
-        const int64_t ns = dst.n[seg];
-#pragma unroll
-        for (int j = 0; j < kRows; ++j) {
-            if (j >= nr) break;
-            const float s = warp_sum(acc[j]) * post + b;
-            if (lane == 0) {
-                if (ys != nullptr) ys[(r0 + j) * ns + col] = s;
-                if (dst.residual != nullptr) dst.residual[(r0 + j) * out + o] += s;
             }
         }
     }
 }
 
+// One lane's part of a one-row dot product from chunks it has already loaded: q[u] is chunk
+// c_begin + lane + 32 u (u < kPipe), in that order (the order of gemv_tile<F, 1>).
+constexpr int kPipe = 8;
+template <WFmt F>
+__device__ __forceinline__ float gemv_loaded(const uint4* q, const float4* xs, int64_t c_begin, int64_t c_end,
+                                             int lane) {
+    constexpr int kPer = F == WFmt::kF32 ? 4 : 8;
+    float acc = 0.0f;
+#pragma unroll
+    for (int u = 0; u < kPipe; ++u) {
+        const int64_t c = c_begin + lane + 32 * u;
+        if (c >= c_end) break;
+        float wv[8];
+        if constexpr (F == WFmt::kF32) {
+            wv[0] = __uint_as_float(q[u].x);
+            wv[1] = __uint_as_float(q[u].y);
+            wv[2] = __uint_as_float(q[u].z);
+            wv[3] = __uint_as_float(q[u].w);
+        } else {
+            widen8<F>(q[u], wv);
+        }
+#pragma unroll
+        for (int h = 0; h < kPer / 4; ++h) {
+            const float4 xv = xs[c * (kPer / 4) + h];
+            acc += xv.x * wv[4 * h];
+            acc += xv.y * wv[4 * h + 1];
+            acc += xv.z * wv[4 * h + 2];
+            acc += xv.w * wv[4 * h + 3];
+        }
+    }
+    return acc;
+}
+
+// Block: kWarps warps = kOuts outputs at a time, kSplit warps per output (warp s of an output takes the
+// s-th of kSplit equal runs of chunks); the kSplit warp sums are added in s order (shared memory). The
+// blocks are persistent: block b takes output groups b, b + gridDim.x, ... so the tile's x rows, rounded
+// to the operand format once, are staged in shared memory once per block and tile (issue 14's profile:
+// rounding x again for every weight row made the GEMV ALU-bound at half the bandwidth).
+// kTile: rows per tile, 4, or 1 for a launch of one row (fewer registers, more warps resident; the same
+// per-row arithmetic).
+constexpr int kOuts = kWarps / kSplit;
+template <WFmt F, Operand O, int kTile>
+__global__ void __launch_bounds__(kThreads, 2)
+    gemv_kernel(const float* __restrict__ x, const int32_t* __restrict__ rows, const void* __restrict__ w,
+                DeviceVector bias, GemvOut dst, int64_t num_rows, int64_t out, int64_t in, int* error) {
+    static_assert(kTile == 1 || kTile == kRows, "tiles of 1 or kRows rows");
+    extern __shared__ float4 xs[];  // [kTile][in / 4]
+    __shared__ float red[kWarps][kTile];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int split = warp % kSplit;
+    constexpr int kPer = F == WFmt::kF32 ? 4 : 8;  // weights per 16-byte chunk
+    const int64_t chunks = in / kPer, run = (chunks + kSplit - 1) / kSplit, in4 = in / 4;
+    const int64_t c_begin = min64(chunks, split * run), c_end = min64(chunks, c_begin + run);
+    const float post = F == WFmt::kF16 ? 0x1p112f : 1.0f;
+    const int64_t r_begin = static_cast<int64_t>(blockIdx.y) * kRowsPerBlock;
+    const int64_t r_end = min64(num_rows, r_begin + kRowsPerBlock);
+    const int64_t groups = (out + kOuts - 1) / kOuts;
+    if constexpr (kTile == 1) {
+        // One row and at most kPipe chunks a lane: the block's groups are software-pipelined, the next
+        // group's weights in flight while this one is computed (and the first group's while x is staged).
+        if (c_end - c_begin <= 32 * kPipe) {
+            auto load = [&](int64_t grp, uint4* q) {
+                const int64_t o = grp * kOuts + warp / kSplit;
+                if (grp >= groups || o >= out) return;
+                const uint4* wrow = reinterpret_cast<const uint4*>(static_cast<const uint8_t*>(w) +
+                                                                   o * in * (F == WFmt::kF32 ? 4 : 2));
+#pragma unroll
+                for (int u = 0; u < kPipe; ++u) {
+                    const int64_t c = c_begin + lane + 32 * u;
+                    if (c < c_end) q[u] = __ldg(wrow + c);
+                }
+            };
+            uint4 next[kPipe];
+            load(blockIdx.x, next);
+            for (int64_t r = r_begin; r < r_end; ++r) {  // one row (rows == 1 launches)
+                int64_t src = r;
+                if (rows != nullptr) {
+                    src = rows[src];
+                    if (src < 0) {
+                        if (threadIdx.x == 0) report_error(error, kBadRow);
+                        src = 0;
+                    }
+                }
+                const float4* xr = reinterpret_cast<const float4*>(x + src * in);
+                for (int64_t i = threadIdx.x; i < in4; i += kThreads) {
+                    const float4 v = xr[i];
+                    xs[i] = make_float4(xop<O>(v.x), xop<O>(v.y), xop<O>(v.z), xop<O>(v.w));
+                }
+                __syncthreads();
+                for (int64_t grp = blockIdx.x; grp < groups; grp += gridDim.x) {
+                    uint4 q[kPipe];
+#pragma unroll
+                    for (int u = 0; u < kPipe; ++u) q[u] = next[u];
+                    load(grp + gridDim.x, next);
+                    const int64_t o = grp * kOuts + warp / kSplit;
+                    const bool active = o < out;
+                    const float part = active ? gemv_loaded<F>(q, xs, c_begin, c_end, lane) : 0.0f;
+                    const float sum = warp_sum(part);
+                    if (lane == 0) red[warp][0] = sum;
+                    __syncthreads();
+                    if (active && split == 0 && lane == 0) {
+                        int seg = 0;
+                        int64_t col = o;
+                        while (seg < 2 && col >= dst.n[seg]) col -= dst.n[seg++];
+                        float total = 0.0f;
+#pragma unroll
+                        for (int k = 0; k < kSplit; ++k) total += red[warp + k][0];
+                        total = total * post + load_vec(bias, o);
+                        if (dst.y[seg] != nullptr) dst.y[seg][r * dst.n[seg] + col] = total;
+                        if (dst.residual != nullptr) dst.residual[r * out + o] += total;
+                    }
+                    __syncthreads();
+                }
+            }
+            return;
+        }
+    }
+    for (int64_t r0 = r_begin; r0 < r_end; r0 += kTile) {
+        const int nr = static_cast<int>(min64(kTile, r_end - r0));
+        __syncthreads();  // the previous tile's x is no longer read
+        for (int j = 0; j < nr; ++j) {
+            int64_t src = r0 + j;
+            if (rows != nullptr) {
+                src = rows[src];
+                if (src < 0) {
+                    if (threadIdx.x == 0) report_error(error, kBadRow);
+                    src = 0;
+                }
+            }
+            const float4* xr = reinterpret_cast<const float4*>(x + src * in);
+            for (int64_t i = threadIdx.x; i < in4; i += kThreads) {
+                const float4 v = xr[i];
+                xs[j * in4 + i] = make_float4(xop<O>(v.x), xop<O>(v.y), xop<O>(v.z), xop<O>(v.w));
+            }
+        }
+        __syncthreads();
+        for (int64_t grp = blockIdx.x; grp < groups; grp += gridDim.x) {
+            const int64_t o = grp * kOuts + warp / kSplit;
+            const bool active = o < out;
+            const uint4* wrow = reinterpret_cast<const uint4*>(
+                static_cast<const uint8_t*>(w) + (active ? o : 0) * in * (F == WFmt::kF32 ? 4 : 2));
+            float acc[kTile];
+#pragma unroll
+            for (int j = 0; j < kTile; ++j) acc[j] = 0.0f;
+            static_assert(kRows == 4, "the tile switch below");
+            if constexpr (kTile == 1) {
+                if (active) gemv_tile<F, 1>(wrow, xs, in4, c_begin, c_end, lane, acc);
+            } else if (active) {
+                switch (nr) {
+                    case 4:
+                        gemv_tile<F, 4>(wrow, xs, in4, c_begin, c_end, lane, acc);
+                        break;
+                    case 3:
+                        gemv_tile<F, 3>(wrow, xs, in4, c_begin, c_end, lane, acc);
+                        break;
+                    case 2:
+                        gemv_tile<F, 2>(wrow, xs, in4, c_begin, c_end, lane, acc);
+                        break;
+                    default:
+                        gemv_tile<F, 1>(wrow, xs, in4, c_begin, c_end, lane, acc);
+                        break;
+                }
+            }
+#pragma unroll
+            for (int j = 0; j < kTile; ++j) {
+                const float sum = warp_sum(acc[j]);
+                if (lane == 0) red[warp][j] = sum;
+            }
+            __syncthreads();
+            if (active && split == 0 && lane < nr) {
+                int seg = 0;
+                int64_t col = o;
+                while (seg < 2 && col >= dst.n[seg]) col -= dst.n[seg++];
+                const int j = lane;
+                float sum = 0.0f;
+#pragma unroll
+                for (int k = 0; k < kSplit; ++k) sum += red[warp + k][j];
+                sum = sum * post + load_vec(bias, o);
+                if (dst.y[seg] != nullptr) dst.y[seg][(r0 + j) * dst.n[seg] + col] = sum;
+                if (dst.residual != nullptr) dst.residual[(r0 + j) * out + o] += sum;
+            }
+            __syncthreads();  // red is reused by the next group
+        }
+    }
+}
+
+// Dynamic shared memory above the default 48 KiB must be allowed per kernel once.
+template <typename K>
+void allow_smem(K kernel, size_t bytes) {
+    if (bytes > 48 * 1024)
+        VOLT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             static_cast<int>(bytes)));
+}
+
+template <WFmt F, Operand OP>
+void launch_op(const ops::LinearArgs& a, int64_t rows, const GemvOut& dst, const Launch& ctx) {
+    const auto& w = a.weight;
+    const DeviceVector b = device_vector(w.b);
+    const int64_t groups = (w.out + kOuts - 1) / kOuts;
+    const bool one = rows == 1;  // a one-row launch: the same arithmetic with more warps resident
+    const int per_sm = 2;
+    const int64_t max_blocks = static_cast<int64_t>(std::max(1, ctx.sm_count)) * per_sm;
+    // Every block the same number of groups (the last fewer), at most max_blocks blocks.
+    const int64_t per_block = (groups + max_blocks - 1) / max_blocks;
+    const dim3 grid(static_cast<unsigned>((groups + per_block - 1) / per_block),
+                    grid_for(rows, kRowsPerBlock));
+    const size_t smem = static_cast<size_t>((one ? 1 : kRows) * w.in * 4);
+    if (one) {
+        auto* k = gemv_kernel<F, OP, 1>;
+        allow_smem(k, smem);
+        k<<<grid, kThreads, smem, ctx.stream>>>(a.x, a.rows, w.w, b, dst, rows, w.out, w.in, ctx.error);
+    } else {
+        auto* k = gemv_kernel<F, OP, kRows>;
+        allow_smem(k, smem);
+        k<<<grid, kThreads, smem, ctx.stream>>>(a.x, a.rows, w.w, b, dst, rows, w.out, w.in, ctx.error);
+    }
+    VOLT_CUDA_CHECK_LAUNCH();
+}
+
 template <WFmt F>
 void launch_format(const ops::LinearArgs& a, Operand op, int64_t rows, const GemvOut& dst,
                    const Launch& ctx) {
-    const auto& w = a.weight;
-    const dim3 grid(grid_for(w.out, kWarps), grid_for(rows, kRowsPerBlock));
-    const DeviceVector b = device_vector(w.b);
     switch (op) {
         case Operand::kF32:
-            gemv_kernel<F, Operand::kF32>
-                <<<grid, kThreads, 0, ctx.stream>>>(a.x, a.rows, w.w, b, dst, rows, w.out, w.in, ctx.error);
-            break;
+            return launch_op<F, Operand::kF32>(a, rows, dst, ctx);
         case Operand::kF16:
-            gemv_kernel<F, Operand::kF16>
-                <<<grid, kThreads, 0, ctx.stream>>>(a.x, a.rows, w.w, b, dst, rows, w.out, w.in, ctx.error);
-            break;
+            return launch_op<F, Operand::kF16>(a, rows, dst, ctx);
         case Operand::kBf16:
-            gemv_kernel<F, Operand::kBf16>
-                <<<grid, kThreads, 0, ctx.stream>>>(a.x, a.rows, w.w, b, dst, rows, w.out, w.in, ctx.error);
-            break;
+            return launch_op<F, Operand::kBf16>(a, rows, dst, ctx);
     }
-    VOLT_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace
@@ -163,7 +349,7 @@ bool linear_gemv_eligible(const ops::LinearArgs& a) {
     const bool fmt =
         w.format == ops::Format::kF16 || w.format == ops::Format::kBf16 || w.format == ops::Format::kF32;
     return fmt && w.in > 0 && w.in % 8 == 0 && reinterpret_cast<uintptr_t>(w.w) % 16 == 0 &&
-           reinterpret_cast<uintptr_t>(a.x) % 16 == 0 && grid_for(w.out, kWarps) < (1u << 31);
+           reinterpret_cast<uintptr_t>(a.x) % 16 == 0 && w.in <= kMaxIn;
 }
 
 namespace {
