@@ -1,0 +1,62 @@
+// The ranks of a tensor x pipeline parallel model in one process (docs/parallel.md): rank i =
+// pp_rank * tp + tp_rank holds its shard (model/shard.h) placed on its own backend, a Forward wired to
+// its two communicators (tp: the ranks of its stage; pp: the stages of its tp lane), and a thread of its
+// own; run(fn) calls fn(i) on every rank's thread and waits for all. TP = PP = 1 is the whole model on
+// the caller's thread (no thread, no communicator). The CPU communicators are threads of this process
+// (cpu/thread_communicator.h); a GPU build passes its own (the CUDA communicators, later).
+// Tests: tests/unit/executor/parallel_test.cc.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "model/forward.h"
+#include "model/shard.h"
+#include "ops/communicator.h"
+#include "ops/ops.h"
+
+namespace volt::executor {
+
+struct Rank {
+    int index = 0, tp_rank = 0, pp_rank = 0;
+    std::unique_ptr<ops::Backend> backend;
+    std::shared_ptr<const model::ModelWeights> shard;
+    std::unique_ptr<model::Forward> forward;
+    std::unique_ptr<ops::Communicator> tp_comm, pp_comm;
+};
+
+using BackendFactory = std::function<Result<std::unique_ptr<ops::Backend>>(int rank)>;
+
+class RankGroup {
+  public:
+    // Shards `weights` (check_parallel's refusals), places every shard on make_backend(i). Errors: the
+    // refusal, the backends' and placement's.
+    static Result<std::unique_ptr<RankGroup>> create(std::shared_ptr<const model::ModelWeights> weights,
+                                                     const model::ParallelConfig& parallel,
+                                                     const BackendFactory& make_backend,
+                                                     const ops::CommunicatorOptions& comm_options = {});
+    ~RankGroup();
+
+    int size() const { return static_cast<int>(ranks_.size()); }
+    const model::ParallelConfig& parallel() const { return parallel_; }
+    Rank& rank(int i) { return *ranks_[i]; }
+    // The rank that sees the gathered logits and samples: tp rank 0 of the last pipeline stage.
+    int output_rank() const {
+        return (parallel_.pipeline_parallel_size - 1) * parallel_.tensor_parallel_size;
+    }
+
+    // Calls fn(i) for every rank on its own thread and returns when all have returned: ok, or the first
+    // rank's error (a failing rank fails the groups' communicators so its peers stop waiting).
+    Status run(const std::function<Status(int)>& fn);
+
+  private:
+    struct Workers;
+    RankGroup() = default;
+    model::ParallelConfig parallel_;
+    std::vector<std::unique_ptr<Rank>> ranks_;
+    std::function<void(const Status&)> fail_all_;
+    std::unique_ptr<Workers> workers_;
+};
+
+}  // namespace volt::executor
