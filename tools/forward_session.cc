@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "model/sequence_runner.h"
+
 namespace volt::tools {
 
 namespace {
@@ -13,19 +15,57 @@ namespace {
 }
 }  // namespace
 
-ForwardSession open_forward_or_exit(const std::string& model_dir, const executor::DeviceOptions& device) {
+ForwardSession open_forward_or_exit(const std::string& model_dir, const executor::DeviceOptions& device,
+                                    const model::ParallelConfig& parallel) {
     ForwardSession s;
-    auto backend = executor::make_backend(device);
-    if (!backend.is_ok()) fail(backend.status());
-    s.backend = std::move(*backend);
     auto weights = model::load_model(model_dir);
     if (!weights.is_ok()) fail(weights.status());
     s.host = std::move(*weights);
+    if (parallel.world_size() > 1) {
+        if (device.device != "cpu")
+            fail(unimplemented("--tensor-parallel-size / --pipeline-parallel-size > 1 on --device " +
+                               device.device + ": the GPU communicators are not built yet"));
+        auto ranks = executor::RankGroup::create(s.host, parallel,
+                                                 [device](int) { return executor::make_backend(device); });
+        if (!ranks.is_ok()) fail(ranks.status());
+        s.ranks = std::move(*ranks);
+        return s;
+    }
+    auto backend = executor::make_backend(device);
+    if (!backend.is_ok()) fail(backend.status());
+    s.backend = std::move(*backend);
     auto placed = model::place_model(s.host, *s.backend);
     if (!placed.is_ok()) fail(placed.status());
     s.placed = std::move(*placed);
     s.forward = std::make_unique<model::Forward>(s.placed, *s.backend);
     return s;
+}
+
+void ForwardSession::set_trace(const model::TraceFn& fn) {
+    if (!ranks) {
+        forward->set_trace(fn);
+        return;
+    }
+    for (int i = 0; i < ranks->size(); ++i)
+        if (ranks->rank(i).tp_rank == 0) ranks->rank(i).forward->set_trace(fn);
+}
+
+Status ForwardSession::run_logits(const std::vector<int32_t>& prompt, int64_t start_pos,
+                                  ops::Format kv_format, std::vector<float>* logits) {
+    const auto n = static_cast<int64_t>(prompt.size());
+    if (!ranks) {
+        model::SequenceRunner run(*forward, n, 16, kv_format);
+        *logits = run.append(prompt, /*all_rows=*/true, start_pos);
+        return Status::ok();
+    }
+    std::vector<std::unique_ptr<model::SequenceRunner>> runners;
+    for (int i = 0; i < ranks->size(); ++i)
+        runners.push_back(std::make_unique<model::SequenceRunner>(*ranks->rank(i).forward, n, 16, kv_format));
+    return ranks->run([&](int i) {
+        std::vector<float> l = runners[i]->append(prompt, /*all_rows=*/true, start_pos);
+        if (i == ranks->output_rank()) *logits = std::move(l);
+        return Status::ok();
+    });
 }
 
 void add_device_flags(CLI::App* cmd, executor::DeviceOptions* d) {
