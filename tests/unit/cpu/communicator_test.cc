@@ -2,14 +2,20 @@
 // independently in the test, bitwise equal on every rank; gather concatenates in rank order; send/recv
 // carry bytes; ranks that issue different collectives fail with a message naming both; a rank that never
 // arrives trips the watchdog (kUnavailable naming the missing rank) and every later call fails at once.
+// The TCP communicator (cpu/tcp_communicator.h) does the same across forked processes on this host, its
+// all-reduce bitwise equal to the rank-order sum; a peer that exits fails the collective at once.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <chrono>
 #include <cstring>
 #include <functional>
 #include <random>
 #include <thread>
 #include <vector>
 
+#include "cpu/tcp_communicator.h"
 #include "cpu/thread_communicator.h"
 
 namespace volt::cpu {
@@ -135,6 +141,110 @@ TEST(ThreadCommunicator, RecvWatchdogAndExplicitFailure) {
     auto c0 = h.communicator(0);
     const Status s = c0->all_reduce_sum(nullptr, 0);
     EXPECT_EQ(s.message(), "rank 0 ran out of memory");
+}
+
+// ---- processes over TCP ------------------------------------------------------------------------------
+
+// Forks n processes, rank r runs fn(r, its communicator) and exits with its result (0: as expected); the
+// parent returns every exit code (the rendezvous failing: 100).
+std::vector<int> in_processes(int n, double timeout_s,
+                              const std::function<int(int, ops::Communicator&)>& fn) {
+    int port = 0;
+    auto lfd = tcp_listen("127.0.0.1", 0, &port);
+    EXPECT_TRUE(lfd.is_ok()) << lfd.status().to_string();
+    if (!lfd.is_ok()) return {};
+    std::vector<pid_t> pids;
+    for (int r = 0; r < n; ++r) {
+        const pid_t pid = fork();
+        if (pid == 0) {
+            if (r != 0) close(*lfd);
+            auto comm = tcp_connect({.rank = r,
+                                     .size = n,
+                                     .host = "127.0.0.1",
+                                     .port = port,
+                                     .listen_fd = r == 0 ? *lfd : -1,
+                                     .comm = {.timeout_s = timeout_s}});
+            if (!comm.is_ok()) {
+                std::fprintf(stderr, "rank %d: %s\n", r, comm.status().to_string().c_str());
+                _exit(100);
+            }
+            (*comm)->begin_step(0);
+            _exit(fn(r, **comm));
+        }
+        pids.push_back(pid);
+    }
+    close(*lfd);
+    std::vector<int> codes;
+    for (pid_t pid : pids) {
+        int status = 0;
+        waitpid(pid, &status, 0);
+        codes.push_back(WIFEXITED(status) ? WEXITSTATUS(status) : 200);
+    }
+    return codes;
+}
+
+TEST(TcpCommunicator, ProcessesAllReduceGatherAndPipelineLikeThreads) {
+    for (int n : {2, 3, 4}) {
+        const int64_t count = 1037;
+        const auto codes = in_processes(n, 30.0, [&](int r, ops::Communicator& c) {
+            // The rank-order sum, from every rank's seeded values (what the thread test checks too).
+            std::vector<float> want(count), mine = random_values(count, 100 + r);
+            std::vector<std::vector<float>> all(n);
+            for (int q = 0; q < n; ++q) all[q] = random_values(count, 100 + q);
+            for (int64_t i = 0; i < count; ++i) {
+                float s = all[0][i];
+                for (int q = 1; q < n; ++q) s += all[q][i];
+                want[i] = s;
+            }
+            if (!c.all_reduce_sum(mine.data(), count).is_ok()) return 1;
+            if (std::memcmp(mine.data(), want.data(), count * sizeof(float)) != 0) return 2;
+            std::vector<int64_t> counts(n);
+            for (int q = 0; q < n; ++q) counts[q] = q % 2 == 0 ? 2 : 0;  // odd ranks send nothing
+            std::vector<float> part(counts[r], static_cast<float>(r)), got(2 * ((n + 1) / 2), -1.0f);
+            if (!c.gather(part.data(), counts.data(), got.data(), n - 1).is_ok()) return 3;
+            if (r == n - 1) {
+                for (size_t i = 0; i < got.size(); ++i)
+                    if (got[i] != static_cast<float>(2 * (i / 2))) return 4;
+            }
+            int32_t v = 0;
+            if (r > 0 && !c.recv(&v, sizeof v, r - 1).is_ok()) return 5;
+            v = v * 10 + r + 1;
+            if (r < n - 1 && !c.send(&v, sizeof v, r + 1).is_ok()) return 6;
+            if (r == n - 1 && n == 4 && v != 1234) return 7;
+            return 0;
+        });
+        EXPECT_EQ(codes, std::vector<int>(n, 0)) << n << " processes";
+    }
+}
+
+TEST(TcpCommunicator, DifferentCollectivesAndAVanishedPeerFail) {
+    // Rank 1 issues a smaller all-reduce: rank 0 names both; rank 1 then finds rank 0 gone (it exited).
+    auto codes = in_processes(2, 30.0, [](int r, ops::Communicator& c) {
+        std::vector<float> v(8, 1.0f);
+        const Status s = c.all_reduce_sum(v.data(), r == 0 ? 8 : 4);
+        if (s.is_ok()) return 1;
+        if (r == 0)
+            return s.message().find("collective order differs") != std::string::npos &&
+                           s.message().find("16 bytes") != std::string::npos
+                       ? 0
+                       : 2;
+        return s.code() == StatusCode::kUnavailable ? 0 : 3;
+    });
+    EXPECT_EQ(codes, (std::vector<int>{0, 0}));
+    // A rank that never issues the collective but stays alive trips rank 0's watchdog.
+    codes = in_processes(2, 0.3, [](int r, ops::Communicator& c) {
+        if (r == 1) {
+            std::this_thread::sleep_for(std::chrono::seconds(1));
+            return 0;
+        }
+        std::vector<float> v(8, 1.0f);
+        const Status s = c.all_reduce_sum(v.data(), 8);
+        return s.code() == StatusCode::kUnavailable &&
+                       s.message().find("collective watchdog") != std::string::npos
+                   ? 0
+                   : 1;
+    });
+    EXPECT_EQ(codes, (std::vector<int>{0, 0}));
 }
 
 }  // namespace
