@@ -134,13 +134,13 @@ TEST_P(ParallelLogits, EqualTp1WithinReductionOrder) {
 INSTANTIATE_TEST_SUITE_P(Cases, ParallelLogits,
                          ::testing::Values(Case{"tiny-mxfp4", 2, 1}, Case{"tiny-bf16", 2, 1},
                                            Case{"tiny-mxfp4", 1, 2}, Case{"tiny-mxfp4", 1, 3},
-                                           Case{"tiny-bf16", 1, 4}, Case{"tiny-kv8", 2, 1},
-                                           Case{"tiny-kv8", 4, 1}, Case{"tiny-kv8", 8, 1},
-                                           Case{"tiny-kv8", 4, 2}, Case{"tiny-bf16", 2, 3}),
+                                           Case{"tiny-bf16", 1, 4}, Case{"kv8/tiny-kv8", 2, 1},
+                                           Case{"kv8/tiny-kv8", 4, 1}, Case{"kv8/tiny-kv8", 8, 1},
+                                           Case{"kv8/tiny-kv8", 4, 2}, Case{"tiny-bf16", 2, 3}),
                          [](const auto& info) {
                              std::string m = info.param.model;
                              for (char& ch : m)
-                                 if (ch == '-') ch = '_';
+                                 if (ch == '-' || ch == '/') ch = '_';
                              return m + "_tp" + std::to_string(info.param.tp) + "_pp" +
                                     std::to_string(info.param.pp);
                          });
@@ -154,7 +154,7 @@ double rms(const std::vector<float>& v) {
 // Per layer: |attn_out| (after the all-reduce) and |resid_mlp - resid_attn| (the MoE block's output) at
 // TP = 4 within 1% of TP = 1. A double reduce gives x4, a bias on every rank adds 3 biases.
 TEST(ParallelLayers, OutputMagnitudesEqualTp1) {
-    auto w = load(kGolden + "tiny-kv8");
+    auto w = load(kGolden + "kv8/tiny-kv8");
     ASSERT_NE(w, nullptr);
     const auto prompt = random_ids(24, 1000, 9);
     Traced one, four;
@@ -266,7 +266,7 @@ TEST(ParallelEngine, DemoModelGreedyTextEqualsTp1For64Tokens) {
 // An abort while two sequences decode at TP = 2: the other sequence's text stays TP = 1's, a request
 // after it still runs, and both ranks have issued exactly the same number of collectives.
 TEST(ParallelEngine, AbortDuringTpDecodeLeavesRanksInStep) {
-    auto w = load(kGolden + "tiny-kv8");
+    auto w = load(kGolden + "kv8/tiny-kv8");
     ASSERT_NE(w, nullptr);
     const auto keep_prompt = random_ids(9, 1000, 4), abort_prompt = random_ids(13, 1000, 5);
     std::vector<int32_t> want;
