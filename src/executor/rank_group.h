@@ -49,6 +49,10 @@ class RankGroup {
     // Calls fn(i) for every rank on its own thread and returns when all have returned: ok, or the first
     // rank's error (a failing rank fails the groups' communicators so its peers stop waiting).
     Status run(const std::function<Status(int)>& fn);
+    // Fails every communicator of the group now (sticky): waiting and later collectives return `why`.
+    void fail(const Status& why) {
+        if (fail_all_) fail_all_(why);
+    }
 
   private:
     struct Workers;

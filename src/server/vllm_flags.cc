@@ -32,6 +32,9 @@ constexpr VllmFlag kFlags[] = {
     {"--block-size", "", A::kValue, S::kHonoured, O::kVllm, false, "tokens per KV-cache block (default 16)"},
     {"--chat-template", "", A::kValue, S::kAcceptedWithNotice, O::kVllm, false,
      "ignored: gpt-oss prompts are rendered by the built-in harmony renderer, not a Jinja template"},
+    {"--collective-timeout", "", A::kValue, S::kHonoured, O::kVoltllm, false,
+     "seconds a tensor/pipeline-parallel rank may wait in one collective before the engine fails (default "
+     "300; docs/parallel.md)"},
     {"--compilation-config", "-cc", A::kValue, S::kAcceptedWithNotice, O::kVllm, false,
      "ignored: there is no torch.compile here"},
     {"--config", "", A::kValue, S::kRejected, O::kVllm, false,

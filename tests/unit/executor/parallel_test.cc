@@ -304,5 +304,29 @@ TEST(ParallelEngine, AbortDuringTpDecodeLeavesRanksInStep) {
     EXPECT_EQ(g.rank(0).tp_comm->num_collectives(), g.rank(1).tp_comm->num_collectives());
 }
 
+// A failed group (a watchdog timeout, a rank that died) fails the engine loudly and at once: the step's
+// request and every later one end with an abort instead of hanging, and the error is logged.
+TEST(ParallelEngine, AFailedGroupEndsRequestsInsteadOfHanging) {
+    auto w = load(kGolden + "tiny-mxfp4");
+    ASSERT_NE(w, nullptr);
+    BackendExecutor* ex = nullptr;
+    auto e = engine::Engine::create(engine_config(), make(w, {2, 1}, &ex));
+    ASSERT_TRUE(e.is_ok()) << e.status().to_string();
+    EXPECT_EQ(greedy(**e, random_ids(5, 1000, 1), 4).size(), 4u);
+    ex->ranks().fail(Status(StatusCode::kUnavailable, "collective watchdog: test"));
+    for (int i = 0; i < 2; ++i) {
+        engine::SamplingParams sp;
+        sp.max_tokens = 8;
+        auto h = (*e)->submit(random_ids(5, 1000, 2 + i), sp);
+        ASSERT_TRUE(h.is_ok());
+        engine::RequestOutput o;
+        bool ended = false;
+        while ((*h)->next(&o, std::chrono::seconds(60)))
+            ended = ended || o.finish != engine::FinishReason::kNone;
+        EXPECT_TRUE(ended);
+        EXPECT_TRUE((*h)->done());
+    }
+}
+
 }  // namespace
 }  // namespace volt::executor
