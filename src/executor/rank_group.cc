@@ -22,17 +22,40 @@ struct RankGroup::Workers {
     std::vector<std::thread> threads;
 };
 
+Result<CommSet> thread_communicators(const model::ParallelConfig& p,
+                                     const ops::CommunicatorOptions& options) {
+    const int tp = p.tensor_parallel_size, pp = p.pipeline_parallel_size;
+    std::vector<cpu::ThreadGroup> tp_groups, pp_groups;
+    for (int s = 0; s < pp; ++s) tp_groups.emplace_back(tp, options);
+    for (int t = 0; t < tp; ++t) pp_groups.emplace_back(pp, options);
+    CommSet set;
+    for (int i = 0; i < p.world_size(); ++i) {
+        set.tp.push_back(tp_groups[i / tp].communicator(i % tp));
+        set.pp.push_back(pp_groups[i % tp].communicator(i / tp));
+    }
+    set.fail_all = [tp_groups, pp_groups](const Status& why) {
+        for (const auto& t : tp_groups) t.fail(why);
+        for (const auto& q : pp_groups) q.fail(why);
+    };
+    return set;
+}
+
 Result<std::unique_ptr<RankGroup>> RankGroup::create(std::shared_ptr<const model::ModelWeights> weights,
                                                      const model::ParallelConfig& p,
                                                      const BackendFactory& make_backend,
-                                                     const ops::CommunicatorOptions& comm_options) {
+                                                     const ops::CommunicatorOptions& comm_options,
+                                                     const CommFactory& make_comms) {
     VOLT_RETURN_IF_ERROR(model::check_parallel(weights->config, p));
     std::unique_ptr<RankGroup> g(new RankGroup());
     g->parallel_ = p;
     const int tp = p.tensor_parallel_size, pp = p.pipeline_parallel_size;
-    std::vector<cpu::ThreadGroup> tp_groups, pp_groups;
-    for (int s = 0; s < pp; ++s) tp_groups.emplace_back(tp, comm_options);
-    for (int t = 0; t < tp; ++t) pp_groups.emplace_back(pp, comm_options);
+    CommSet comms;
+    if (p.world_size() > 1) {
+        VOLT_ASSIGN_OR_RETURN(comms, make_comms(p, comm_options));
+        VOLT_CHECK(static_cast<int>(comms.tp.size()) == p.world_size() &&
+                   static_cast<int>(comms.pp.size()) == p.world_size())
+            << "a communicator per rank";
+    }
     for (int i = 0; i < p.world_size(); ++i) {
         auto r = std::make_unique<Rank>();
         r->index = i;
@@ -47,21 +70,18 @@ Result<std::unique_ptr<RankGroup>> RankGroup::create(std::shared_ptr<const model
         VOLT_ASSIGN_OR_RETURN(auto placed, model::place_model(r->shard, *r->backend));
         r->forward = std::make_unique<model::Forward>(std::move(placed), *r->backend);
         if (p.world_size() > 1) {
-            r->tp_comm = tp_groups[r->pp_rank].communicator(r->tp_rank);
-            r->pp_comm = pp_groups[r->tp_rank].communicator(r->pp_rank);
+            r->tp_comm = std::move(comms.tp[i]);
+            r->pp_comm = std::move(comms.pp[i]);
             r->forward->set_comm({r->tp_comm.get(), r->pp_comm.get()});
         }
         g->ranks_.push_back(std::move(r));
     }
-    g->fail_all_ = [tp_groups, pp_groups](const Status& why) {
-        for (const auto& t : tp_groups) t.fail(why);
-        for (const auto& q : pp_groups) q.fail(why);
-    };
+    g->fail_all_ = comms.fail_all;
     if (p.world_size() > 1) {
         spdlog::info(
-            "parallel: tensor-parallel-size {} x pipeline-parallel-size {} = {} ranks, communicator "
-            "threads (CPU, one thread per rank)",
-            tp, pp, p.world_size());
+            "parallel: tensor-parallel-size {} x pipeline-parallel-size {} = {} ranks, communicator {}, "
+            "one thread per rank",
+            tp, pp, p.world_size(), g->ranks_[0]->tp_comm->name());
         auto* w = new Workers();
         g->workers_.reset(w);
         w->results.resize(p.world_size());

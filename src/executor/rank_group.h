@@ -2,8 +2,8 @@
 // pp_rank * tp + tp_rank holds its shard (model/shard.h) placed on its own backend, a Forward wired to
 // its two communicators (tp: the ranks of its stage; pp: the stages of its tp lane), and a thread of its
 // own; run(fn) calls fn(i) on every rank's thread and waits for all. TP = PP = 1 is the whole model on
-// the caller's thread (no thread, no communicator). The CPU communicators are threads of this process
-// (cpu/thread_communicator.h); a GPU build passes its own (the CUDA communicators, later).
+// the caller's thread (no thread, no communicator). The communicators come from a CommFactory: by default
+// the CPU's threads of this process (cpu/thread_communicator.h); a GPU build passes its own.
 // Tests: tests/unit/executor/parallel_test.cc.
 #pragma once
 
@@ -28,6 +28,19 @@ struct Rank {
 
 using BackendFactory = std::function<Result<std::unique_ptr<ops::Backend>>(int rank)>;
 
+// Every rank's communicators: tp[i] joins rank i to the ranks of its pipeline stage (tp ranks 0..T-1 of
+// stage i / T, communicator rank = tp rank), pp[i] to the stages of its tp lane (communicator rank =
+// pp rank); fail_all fails every one of them (sticky), so a rank that fails outside a collective stops
+// its peers from waiting.
+struct CommSet {
+    std::vector<std::unique_ptr<ops::Communicator>> tp, pp;  // [world size]
+    std::function<void(const Status&)> fail_all;
+};
+using CommFactory =
+    std::function<Result<CommSet>(const model::ParallelConfig&, const ops::CommunicatorOptions&)>;
+// The CPU's: one cpu::ThreadGroup per stage and per tp lane (the default of RankGroup::create).
+Result<CommSet> thread_communicators(const model::ParallelConfig& p, const ops::CommunicatorOptions& options);
+
 class RankGroup {
   public:
     // Shards `weights` (check_parallel's refusals), places every shard on make_backend(i). Errors: the
@@ -35,7 +48,8 @@ class RankGroup {
     static Result<std::unique_ptr<RankGroup>> create(std::shared_ptr<const model::ModelWeights> weights,
                                                      const model::ParallelConfig& parallel,
                                                      const BackendFactory& make_backend,
-                                                     const ops::CommunicatorOptions& comm_options = {});
+                                                     const ops::CommunicatorOptions& comm_options = {},
+                                                     const CommFactory& make_comms = thread_communicators);
     ~RankGroup();
 
     int size() const { return static_cast<int>(ranks_.size()); }
