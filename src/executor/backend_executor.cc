@@ -34,8 +34,10 @@ BackendExecutor::BackendExecutor(std::shared_ptr<const model::ModelWeights> weig
     : SyncExecutor(max_in_flight), weights_(std::move(weights)), kv_format_(kv_format) {}
 
 Status BackendExecutor::make_ranks(const model::ParallelConfig& parallel, const BackendFactory& make_backend,
-                                   const ops::CommunicatorOptions& comm_options) {
-    VOLT_ASSIGN_OR_RETURN(group_, RankGroup::create(weights_, parallel, make_backend, comm_options));
+                                   const ops::CommunicatorOptions& comm_options,
+                                   const CommFactory& make_comms) {
+    VOLT_ASSIGN_OR_RETURN(group_,
+                          RankGroup::create(weights_, parallel, make_backend, comm_options, make_comms));
     states_.clear();
     states_.resize(group_->size());
     return Status::ok();
@@ -53,9 +55,10 @@ Result<std::unique_ptr<BackendExecutor>> BackendExecutor::create(
 
 Result<std::unique_ptr<BackendExecutor>> BackendExecutor::create_parallel(
     std::shared_ptr<const model::ModelWeights> weights, const model::ParallelConfig& parallel,
-    const BackendFactory& make_backend, ops::Format kv_format, const ops::CommunicatorOptions& comm_options) {
+    const BackendFactory& make_backend, ops::Format kv_format, const ops::CommunicatorOptions& comm_options,
+    const CommFactory& make_comms) {
     std::unique_ptr<BackendExecutor> ex(new BackendExecutor(std::move(weights), kv_format, 1));
-    VOLT_RETURN_IF_ERROR(ex->make_ranks(parallel, make_backend, comm_options));
+    VOLT_RETURN_IF_ERROR(ex->make_ranks(parallel, make_backend, comm_options, make_comms));
     return ex;
 }
 

@@ -35,7 +35,8 @@ class BackendExecutor : public SyncExecutor {
     static Result<std::unique_ptr<BackendExecutor>> create_parallel(
         std::shared_ptr<const model::ModelWeights> weights, const model::ParallelConfig& parallel,
         const BackendFactory& make_backend, ops::Format kv_format,
-        const ops::CommunicatorOptions& comm_options = {});
+        const ops::CommunicatorOptions& comm_options = {},
+        const CommFactory& make_comms = thread_communicators);
 
     engine::ExecutorInfo info() const override;
     int64_t bytes_per_block(int64_t block_size, int group) const override;
@@ -59,7 +60,8 @@ class BackendExecutor : public SyncExecutor {
                     int max_in_flight);
     // Shards and places the model over the ranks (RankGroup::create).
     Status make_ranks(const model::ParallelConfig& parallel, const BackendFactory& make_backend,
-                      const ops::CommunicatorOptions& comm_options = {});
+                      const ops::CommunicatorOptions& comm_options = {},
+                      const CommFactory& make_comms = thread_communicators);
     Status run(const engine::StepBatch& batch, engine::StepResult* result) override;
 
   private:
