@@ -5,7 +5,7 @@
 // none), and its rows of embed_tokens / lm_head (ceil(V / tp) ids per rank). Biases summed by an
 // all-reduce (o_proj, experts' down) stay on tp rank 0 only. Row slices are views into the full model's
 // memory (the mmap); column slices (o_proj, down) and strided ones (experts) are copied into the shard's
-// storage. Tests: tests/unit/model/shard_test.cc, tests/unit/executor/parallel_test.cc.
+// storage. Tests: tests/unit/executor/parallel_test.cc (ParallelShards, ParallelLogits, ParallelLayers).
 #pragma once
 
 #include <cstdint>
