@@ -86,6 +86,10 @@ void register_logits(CLI::App& app) {
         std::vector<float> logits;
         Status st =
             session.run_logits(prompt, *start, *kv_f16 ? ops::Format::kF16 : ops::Format::kF32, &logits);
+        if (st.is_ok() && !session.writes_output) {  // one rank of several processes: the output rank writes
+            std::fprintf(stderr, "rank %d of %d: done\n", session.process_rank, session.world_size);
+            return;
+        }
         if (st.is_ok()) st = write_npy_f32(*out, logits.data(), {static_cast<int64_t>(prompt.size()), V});
         if (st.is_ok() && !trace_dir->empty()) {
             std::filesystem::create_directories(*trace_dir);

@@ -21,6 +21,12 @@ struct ForwardSession {
     std::shared_ptr<const model::PlacedModel> placed;
     std::unique_ptr<model::Forward> forward;
     std::unique_ptr<executor::RankGroup> ranks;
+    // Launched as one rank of several processes (torchrun's environment: WORLD_SIZE, RANK, MASTER_ADDR,
+    // MASTER_PORT): forward / backend / placed are this process's rank, joined to the others over TCP
+    // (cpu/tcp_communicator.h); only the output rank (tp 0 of the last stage) has the logits.
+    std::unique_ptr<ops::Communicator> process_comm;
+    int process_rank = 0, world_size = 1;
+    bool writes_output = true;
 
     // The trace hook on the forward pass, or on tp rank 0 of every pipeline stage (each traces its own
     // layers; the stages run one after another, so calls never overlap).
@@ -32,7 +38,9 @@ struct ForwardSession {
 };
 
 // parallel: --tensor-parallel-size / --pipeline-parallel-size (refused with the reason when the model
-// cannot be split so).
+// cannot be split so). With WORLD_SIZE > 1 in the environment (torchrun's variables, every process
+// started with the same command line) this process is rank RANK of WORLD_SIZE = tp x pp processes, rank 0
+// listening on MASTER_ADDR:MASTER_PORT; tp and pp both > 1 across processes is refused (not yet).
 ForwardSession open_forward_or_exit(const std::string& model_dir, const executor::DeviceOptions& device,
                                     const model::ParallelConfig& parallel = {});
 
