@@ -1,6 +1,7 @@
 #include "cpu/tcp_communicator.h"
 
 #include <arpa/inet.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -72,8 +73,16 @@ Result<sockaddr_in> address(const std::string& host, int port) {
     sockaddr_in a{};
     a.sin_family = AF_INET;
     a.sin_port = htons(static_cast<uint16_t>(port));
-    if (inet_pton(AF_INET, host.c_str(), &a.sin_addr) != 1)
-        return invalid_argument("not an IPv4 address: '" + host + "'");
+    if (inet_pton(AF_INET, host.c_str(), &a.sin_addr) == 1) return a;
+    // A host name (MASTER_ADDR=localhost, a node's name): its first IPv4 address.
+    addrinfo hints{};
+    hints.ai_family = AF_INET;
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* found = nullptr;
+    if (getaddrinfo(host.c_str(), nullptr, &hints, &found) != 0 || found == nullptr)
+        return invalid_argument("cannot resolve '" + host + "' to an IPv4 address");
+    a.sin_addr = reinterpret_cast<const sockaddr_in*>(found->ai_addr)->sin_addr;
+    freeaddrinfo(found);
     return a;
 }
 

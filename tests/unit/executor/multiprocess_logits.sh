@@ -15,7 +15,7 @@ PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0));
 pids=""
 r=0
 while [ "$r" -lt "$WORLD" ]; do
-    WORLD_SIZE=$WORLD RANK=$r MASTER_ADDR=127.0.0.1 MASTER_PORT=$PORT "$BIN" --log-level warning logits \
+    WORLD_SIZE=$WORLD RANK=$r MASTER_ADDR=localhost MASTER_PORT=$PORT "$BIN" --log-level warning logits \
         --model "$MODEL" --prompt-ids $IDS --out "$WORK/processes.npy" --tensor-parallel-size "$TP" \
         --pipeline-parallel-size "$PP" &
     pids="$pids $!"
