@@ -3,12 +3,21 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
 #include <map>
+#include <string>
 #include <utility>
 
 #include "ops/communicator.h"
 
 namespace volt::cpu {
+
+// "0.2", "300": the watchdog's timeout in its messages.
+inline std::string seconds_text(double s) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%g", s);
+    return buf;
+}
 
 class TagCounter {
   public:

@@ -206,8 +206,8 @@ class TcpCommunicator : public ops::Communicator {
         if (code == 1)
             return fail(Status(StatusCode::kUnavailable,
                                "collective watchdog: rank " + std::to_string(rank_) + " waited " +
-                                   std::to_string(options_.timeout_s) + " s for rank " +
-                                   std::to_string(peer) + " in " + ops::describe(tag)));
+                                   seconds_text(options_.timeout_s) + " s for rank " + std::to_string(peer) +
+                                   " in " + ops::describe(tag)));
         return fail(Status(StatusCode::kUnavailable, "rank " + std::to_string(peer) +
                                                          " closed its connection (failed or exited) during " +
                                                          ops::describe(tag) + " of rank " +
@@ -277,7 +277,7 @@ Result<std::unique_ptr<ops::Communicator>> tcp_connect(const TcpOptions& o) {
         return std::unique_ptr<ops::Communicator>(std::make_unique<TcpCommunicator>(0, 1, o.comm, fds));
     auto watchdog = [&](const std::string& what) {
         return Status(StatusCode::kUnavailable, "collective watchdog: rank " + std::to_string(o.rank) +
-                                                    " waited " + std::to_string(o.comm.timeout_s) +
+                                                    " waited " + seconds_text(o.comm.timeout_s) +
                                                     " s at start-up for " + what);
     };
     if (o.rank == 0) {

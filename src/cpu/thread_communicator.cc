@@ -131,7 +131,7 @@ class ThreadGroupState {
                 failed_.is_ok()) {
                 fail_locked(Status(StatusCode::kUnavailable,
                                    "collective watchdog: rank " + std::to_string(rank) + " waited " +
-                                       std::to_string(options_.timeout_s) + " s in " + ops::describe(tag) +
+                                       seconds_text(options_.timeout_s) + " s in " + ops::describe(tag) +
                                        " for ranks " + missing_locked()));
             }
         }
@@ -146,7 +146,7 @@ class ThreadGroupState {
             if (cv_.wait_until(lock, deadline) == std::cv_status::timeout && failed_.is_ok() && !ready()) {
                 fail_locked(Status(StatusCode::kUnavailable,
                                    "collective watchdog: rank " + std::to_string(rank) + " waited " +
-                                       std::to_string(options_.timeout_s) + " s in " + ops::describe(tag)));
+                                       seconds_text(options_.timeout_s) + " s in " + ops::describe(tag)));
             }
         }
         return failed_;
