@@ -40,17 +40,26 @@ void register_logits(CLI::App& app) {
     auto trace_dir = std::make_shared<std::string>();
     auto device = std::make_shared<executor::DeviceOptions>();
     auto kv_f16 = std::make_shared<bool>(false);
+    auto parallel = std::make_shared<model::ParallelConfig>();
     cmd->add_option("--model", *model, "checkpoint directory")->required();
     cmd->add_option("--prompt-ids", *ids, "comma-separated token ids, e.g. 1,2,3")->required();
     cmd->add_option("--start-pos", *start, "RoPE position of the first token")->capture_default_str();
     cmd->add_option("--out", *out, "output .npy path")->required();
     cmd->add_option("--trace", *trace_dir, "also write every named intermediate as .npy into this directory");
     cmd->add_flag("--kv-cache-f16", *kv_f16, "store the KV cache in fp16 (default f32)");
+    cmd->add_option("--tensor-parallel-size", parallel->tensor_parallel_size,
+                    "ranks each layer is split over (one thread per rank on the CPU; docs/parallel.md)")
+        ->check(CLI::PositiveNumber)
+        ->capture_default_str();
+    cmd->add_option("--pipeline-parallel-size", parallel->pipeline_parallel_size,
+                    "pipeline stages the layers are split over")
+        ->check(CLI::PositiveNumber)
+        ->capture_default_str();
     add_device_flags(cmd, device.get());
     cmd->callback([=] {
         const std::vector<int32_t> prompt = parse_id_list(*ids);
         if (prompt.empty()) throw CLI::ValidationError("--prompt-ids", "no ids given");
-        ForwardSession session = open_forward_or_exit(*model, *device);
+        ForwardSession session = open_forward_or_exit(*model, *device, *parallel);
         const int64_t V = session.host->config.vocab_size;
         for (int32_t id : prompt) {
             if (id >= V) {
@@ -63,7 +72,9 @@ void register_logits(CLI::App& app) {
         std::map<std::string, std::pair<std::vector<float>, int64_t>> traced;
         std::vector<std::string> order;
         if (!trace_dir->empty()) {
-            session.forward->set_trace(
+            // One tracer: tp rank 0 of every pipeline stage traces its own layers, the stages one after
+            // another (each waits for the previous one's activations), so calls never overlap.
+            session.set_trace(
                 [&](std::string_view name, int64_t layer, const float* data, int64_t rows, int64_t cols) {
                     const std::string key =
                         layer < 0 ? std::string(name) : "L" + std::to_string(layer) + "." + std::string(name);
@@ -72,10 +83,14 @@ void register_logits(CLI::App& app) {
                     it->second.first.insert(it->second.first.end(), data, data + rows * cols);
                 });
         }
-        model::SequenceRunner run(*session.forward, static_cast<int64_t>(prompt.size()), 16,
-                                  *kv_f16 ? ops::Format::kF16 : ops::Format::kF32);
-        auto logits = run.append(prompt, /*all_rows=*/true, *start);
-        Status st = write_npy_f32(*out, logits.data(), {static_cast<int64_t>(prompt.size()), V});
+        std::vector<float> logits;
+        Status st =
+            session.run_logits(prompt, *start, *kv_f16 ? ops::Format::kF16 : ops::Format::kF32, &logits);
+        if (st.is_ok() && !session.writes_output) {  // one rank of several processes: the output rank writes
+            std::fprintf(stderr, "rank %d of %d: done\n", session.process_rank, session.world_size);
+            return;
+        }
+        if (st.is_ok()) st = write_npy_f32(*out, logits.data(), {static_cast<int64_t>(prompt.size()), V});
         if (st.is_ok() && !trace_dir->empty()) {
             std::filesystem::create_directories(*trace_dir);
             for (const std::string& key : order) {

@@ -7,19 +7,42 @@
 #include <string>
 
 #include "executor/backend_factory.h"
+#include "executor/rank_group.h"
 #include "model/forward.h"
 #include "model/loader.h"
 
 namespace volt::tools {
 
+// TP = PP = 1: backend, placed and forward are the whole model. Otherwise `ranks` holds the shards (one
+// thread per rank, executor/rank_group.h) and backend/placed/forward are unset.
 struct ForwardSession {
     std::shared_ptr<const model::ModelWeights> host;
     std::unique_ptr<ops::Backend> backend;
     std::shared_ptr<const model::PlacedModel> placed;
     std::unique_ptr<model::Forward> forward;
+    std::unique_ptr<executor::RankGroup> ranks;
+    // Launched as one rank of several processes (torchrun's environment: WORLD_SIZE, RANK, MASTER_ADDR,
+    // MASTER_PORT): forward / backend / placed are this process's rank, joined to the others over TCP
+    // (cpu/tcp_communicator.h); only the output rank (tp 0 of the last stage) has the logits.
+    std::unique_ptr<ops::Communicator> process_comm;
+    int process_rank = 0, world_size = 1;
+    bool writes_output = true;
+
+    // The trace hook on the forward pass, or on tp rank 0 of every pipeline stage (each traces its own
+    // layers; the stages run one after another, so calls never overlap).
+    void set_trace(const model::TraceFn& fn);
+    // Logits [prompt.size(), V] of `prompt` on an empty cache at RoPE positions start_pos.. (the output
+    // rank's, when parallel). Errors: a communicator's.
+    Status run_logits(const std::vector<int32_t>& prompt, int64_t start_pos, ops::Format kv_format,
+                      std::vector<float>* logits);
 };
 
-ForwardSession open_forward_or_exit(const std::string& model_dir, const executor::DeviceOptions& device);
+// parallel: --tensor-parallel-size / --pipeline-parallel-size (refused with the reason when the model
+// cannot be split so). With WORLD_SIZE > 1 in the environment (torchrun's variables, every process
+// started with the same command line) this process is rank RANK of WORLD_SIZE = tp x pp processes, rank 0
+// listening on MASTER_ADDR:MASTER_PORT; tp and pp both > 1 across processes is refused (not yet).
+ForwardSession open_forward_or_exit(const std::string& model_dir, const executor::DeviceOptions& device,
+                                    const model::ParallelConfig& parallel = {});
 
 // Adds --device, --dtype and --cuda-kernels to a subcommand.
 void add_device_flags(CLI::App* cmd, executor::DeviceOptions* device);

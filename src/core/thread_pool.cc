@@ -28,6 +28,7 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, const std::function<void
         fn(0, n);
         return;
     }
+    std::lock_guard<std::mutex> caller(caller_mu_);
     auto run_chunk = [&](int c) {
         int64_t b = n * c / chunks, e = n * (c + 1) / chunks;
         if (b < e) fn(b, e);

@@ -23,13 +23,15 @@ class ThreadPool {
     int num_threads() const { return static_cast<int>(workers_.size()) + 1; }
 
     // Calls fn(begin, end) over disjoint ranges covering [0, n), at least `grain` items per range,
-    // and returns when all are done. The calling thread takes part. Not reentrant.
+    // and returns when all are done. The calling thread takes part. Not reentrant; callers on several
+    // threads (the ranks of a CPU tensor-parallel group share this pool) take turns.
     void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
 
   private:
     void worker_loop(int index);
 
     std::vector<std::thread> workers_;
+    std::mutex caller_mu_;  // one parallel_for at a time
     std::mutex mu_;
     std::condition_variable start_cv_, done_cv_;
     const std::function<void(int64_t, int64_t)>* job_ = nullptr;

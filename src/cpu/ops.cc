@@ -117,9 +117,16 @@ void embedding(const ops::EmbeddingArgs& a) {
         cpu_thread_pool().parallel_for(a.num_tokens, 1, [&](int64_t b, int64_t e) {
             for (int64_t t = b; t < e; ++t) {
                 const int32_t id = a.ids[t];
-                VOLT_CHECK(id >= 0 && id < V) << "token id " << id << " outside the vocabulary of " << V;
-                const int64_t row = static_cast<int64_t>(id) * H;
+                const int64_t vocab = a.vocab_size > 0 ? a.vocab_size : V;
+                VOLT_CHECK(id >= 0 && id < vocab)
+                    << "token id " << id << " outside the vocabulary of " << vocab;
                 float* out = a.out + t * H;
+                const int64_t local = id - a.id_begin;
+                if (local < 0 || local >= V) {
+                    std::fill(out, out + H, 0.0f);  // another rank's shard holds this id
+                    continue;
+                }
+                const int64_t row = local * H;
                 for (int64_t i = 0; i < H; ++i) out[i] = load(a.table.w, row + i);
             }
         });
@@ -319,7 +326,7 @@ inline float expert_row(const ops::ExpertWeights& w, int64_t e, int64_t r, const
         default:
             VOLT_CHECK(false) << "expert weights in " << ops::format_name(w.format);
     }
-    return y + vector_at(w.bias, row);
+    return w.bias.data != nullptr ? y + vector_at(w.bias, row) : y;  // no bias: a tp rank other than 0
 }
 }  // namespace
 

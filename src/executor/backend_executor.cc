@@ -29,27 +29,37 @@ int64_t room(std::vector<uint8_t>& bytes, int64_t n) {
 }
 }  // namespace
 
-BackendExecutor::BackendExecutor(std::shared_ptr<const model::ModelWeights> weights,
-                                 std::unique_ptr<ops::Backend> backend, ops::Format kv_format,
+BackendExecutor::BackendExecutor(std::shared_ptr<const model::ModelWeights> weights, ops::Format kv_format,
                                  int max_in_flight)
-    : SyncExecutor(max_in_flight),
-      weights_(std::move(weights)),
-      kv_format_(kv_format),
-      backend_(std::move(backend)) {}
+    : SyncExecutor(max_in_flight), weights_(std::move(weights)), kv_format_(kv_format) {}
+
+Status BackendExecutor::make_ranks(const model::ParallelConfig& parallel, const BackendFactory& make_backend,
+                                   const ops::CommunicatorOptions& comm_options,
+                                   const CommFactory& make_comms) {
+    VOLT_ASSIGN_OR_RETURN(group_,
+                          RankGroup::create(weights_, parallel, make_backend, comm_options, make_comms));
+    states_.clear();
+    states_.resize(group_->size());
+    return Status::ok();
+}
 
 Result<std::unique_ptr<BackendExecutor>> BackendExecutor::create(
     std::shared_ptr<const model::ModelWeights> weights, std::unique_ptr<ops::Backend> backend,
     ops::Format kv_format, int max_in_flight) {
-    std::unique_ptr<BackendExecutor> ex(
-        new BackendExecutor(std::move(weights), std::move(backend), kv_format, max_in_flight));
-    VOLT_RETURN_IF_ERROR(ex->place());
+    std::unique_ptr<BackendExecutor> ex(new BackendExecutor(std::move(weights), kv_format, max_in_flight));
+    auto held = std::make_shared<std::unique_ptr<ops::Backend>>(std::move(backend));
+    VOLT_RETURN_IF_ERROR(
+        ex->make_ranks({}, [held](int) { return Result<std::unique_ptr<ops::Backend>>(std::move(*held)); }));
     return ex;
 }
 
-Status BackendExecutor::place() {
-    VOLT_ASSIGN_OR_RETURN(auto placed, model::place_model(weights_, *backend_));
-    forward_ = std::make_unique<model::Forward>(std::move(placed), *backend_);
-    return Status::ok();
+Result<std::unique_ptr<BackendExecutor>> BackendExecutor::create_parallel(
+    std::shared_ptr<const model::ModelWeights> weights, const model::ParallelConfig& parallel,
+    const BackendFactory& make_backend, ops::Format kv_format, const ops::CommunicatorOptions& comm_options,
+    const CommFactory& make_comms) {
+    std::unique_ptr<BackendExecutor> ex(new BackendExecutor(std::move(weights), kv_format, 1));
+    VOLT_RETURN_IF_ERROR(ex->make_ranks(parallel, make_backend, comm_options, make_comms));
+    return ex;
 }
 
 ExecutorInfo BackendExecutor::info() const {
@@ -69,21 +79,28 @@ int64_t BackendExecutor::bytes_per_block(int64_t block_size, int group) const {
 }
 
 ExecutorMemory BackendExecutor::memory() const {
-    const ops::MemoryStats m = backend_->memory();
+    const ops::MemoryStats m = group_->rank(group_->output_rank()).backend->memory();
     return {m.total_bytes, m.free_bytes};
 }
 
 Status BackendExecutor::init_cache(const CacheConfig& c) {
-    cache_ = model::KvStore();  // a profiling run's cache, if any, goes first
-    VOLT_ASSIGN_OR_RETURN(
-        cache_, model::KvStore::create(*backend_, weights_->config, c.block_size, c.num_blocks, kv_format_));
     const int64_t rows = std::max<int64_t>(c.max_num_batched_tokens, 1);
-    if (ws_.buffers.empty() || ws_.max_tokens < rows) {
-        ws_ = model::Workspace();
-        VOLT_ASSIGN_OR_RETURN(ws_,
-                              model::Workspace::create(*backend_, weights_->config, rows, kLogitsChunkRows));
+    for (int i = 0; i < group_->size(); ++i) {
+        Rank& r = group_->rank(i);
+        RankState& st = states_[i];
+        const model::ModelWeights& w = *r.shard;
+        st.cache = model::KvStore();  // a profiling run's cache, if any, goes first
+        VOLT_ASSIGN_OR_RETURN(
+            st.cache, model::KvStore::create(*r.backend, w.config, c.block_size, c.num_blocks, kv_format_,
+                                             w.shard.layer_begin, w.shard.layer_end));
+        if (st.ws.buffers.empty() || st.ws.max_tokens < rows) {
+            st.ws = model::Workspace();
+            const int64_t shard_rows = w.shard.tp_size > 1 && w.shard.last_stage() ? w.lm_head.out : 0;
+            VOLT_ASSIGN_OR_RETURN(
+                st.ws, model::Workspace::create(*r.backend, w.config, rows, kLogitsChunkRows, shard_rows));
+        }
+        VOLT_RETURN_IF_ERROR(r.backend->reserve({c.max_num_batched_tokens, c.max_num_seqs, c.max_model_len}));
     }
-    VOLT_RETURN_IF_ERROR(backend_->reserve({c.max_num_batched_tokens, c.max_num_seqs, c.max_model_len}));
     builder_.init(c.max_num_seqs);
     set_num_slots(c.max_num_seqs);
     return Status::ok();
@@ -125,8 +142,10 @@ Status BackendExecutor::profile(const CacheConfig& c) {
         b.logits_rows.push_back({static_cast<int32_t>(r), 0, -1, 0, 0, -1, false});
     StepResult result;
     VOLT_RETURN_IF_ERROR(run(b, &result));
-    backend_->synchronize();
-    cache_ = model::KvStore();
+    for (int i = 0; i < group_->size(); ++i) {
+        group_->rank(i).backend->synchronize();
+        states_[i].cache = model::KvStore();
+    }
     return Status::ok();
 }
 
@@ -156,7 +175,7 @@ Status BackendExecutor::sample_chunk(const std::vector<ops::SampleRow>& rows, in
     }
     const auto bytes = static_cast<int64_t>(s.size());
     if (sample_device_.bytes() < bytes) {
-        VOLT_ASSIGN_OR_RETURN(sample_device_, backend_->alloc(std::max<int64_t>(bytes * 5 / 4, 4096)));
+        VOLT_ASSIGN_OR_RETURN(sample_device_, backend().alloc(std::max<int64_t>(bytes * 5 / 4, 4096)));
     }
     auto* base = static_cast<uint8_t*>(sample_device_.data());
     // Row pointers into the device copy of the lists (the logits pointer already is backend memory).
@@ -169,7 +188,8 @@ Status BackendExecutor::sample_chunk(const std::vector<ops::SampleRow>& rows, in
         r.prompt_ids = reinterpret_cast<const int32_t*>(base + offs[i].prompt);
         r.output_ids = reinterpret_cast<const int32_t*>(base + offs[i].output);
     }
-    backend_->upload(base, s.data(), bytes);
+    ops::Backend& be = backend();
+    be.upload(base, s.data(), bytes);
     ops::SampleArgs args;
     args.rows = reinterpret_cast<const ops::SampleRow*>(base + rows_off);
     args.num_rows = n;
@@ -180,9 +200,9 @@ Status BackendExecutor::sample_chunk(const std::vector<ops::SampleRow>& rows, in
     args.top_ids = reinterpret_cast<int32_t*>(base + out_top_ids);
     args.top_logprobs = reinterpret_cast<float*>(base + out_top_lp);
     args.max_top = kMaxLogprobs;
-    backend_->sample(args);
+    be.sample(args);
     sample_out_.resize(out_bytes);
-    backend_->download(sample_out_.data(), base, out_bytes);
+    be.download(sample_out_.data(), base, out_bytes);
     std::memcpy(tokens_.data() + first, sample_out_.data() + out_tokens, n * sizeof(int32_t));
     std::memcpy(logprobs_.data() + first, sample_out_.data() + out_lp, n * sizeof(float));
     std::memcpy(top_ids_.data() + first * kMaxLogprobs, sample_out_.data() + out_top_ids,
@@ -192,42 +212,57 @@ Status BackendExecutor::sample_chunk(const std::vector<ops::SampleRow>& rows, in
     return Status::ok();
 }
 
-Status BackendExecutor::run(const StepBatch& b, StepResult* result) {
-    VOLT_CHECK(!cache_.layers().empty()) << "init_cache before the first step";
+Status BackendExecutor::run_rank(int i, const StepBatch& b, const model::HostStep& step) {
+    Rank& r = group_->rank(i);
+    RankState& st = states_[i];
     const model::GptOssConfig& c = weights_->config;
-    const int64_t V = c.vocab_size;
-
-    builder_.apply_table_updates(b);
+    if (r.tp_comm) r.tp_comm->begin_step(step_count_);
+    if (r.pp_comm) r.pp_comm->begin_step(step_count_);
     for (int g = 0; g < kNumKvGroups; ++g) {
-        copy_src_.clear();
-        copy_dst_.clear();
+        st.copy_src.clear();
+        st.copy_dst.clear();
         for (const BlockCopy& cp : b.copies) {
             if (cp.group != g) continue;
-            copy_src_.push_back(cp.src);
-            copy_dst_.push_back(cp.dst);
+            st.copy_src.push_back(cp.src);
+            st.copy_dst.push_back(cp.dst);
         }
-        if (copy_src_.empty()) continue;
-        group_layers_.clear();
-        for (int64_t l = 0; l < c.num_hidden_layers; ++l)
-            if (model::kv_group_of(c, l) == g) group_layers_.push_back(cache_.layers()[l]);
-        backend_->copy_blocks({group_layers_.data(), static_cast<int64_t>(group_layers_.size()),
-                               copy_src_.data(), copy_dst_.data(), static_cast<int64_t>(copy_src_.size()),
-                               cache_.block_bytes()});
+        if (st.copy_src.empty()) continue;
+        st.group_layers.clear();
+        const auto& shard = r.shard->shard;
+        const int64_t end = shard.layer_end < 0 ? c.num_hidden_layers : shard.layer_end;
+        for (int64_t l = shard.layer_begin; l < end; ++l)
+            if (model::kv_group_of(c, l) == g) st.group_layers.push_back(st.cache.layers()[l]);
+        if (st.group_layers.empty()) continue;
+        r.backend->copy_blocks({st.group_layers.data(), static_cast<int64_t>(st.group_layers.size()),
+                                st.copy_src.data(), st.copy_dst.data(),
+                                static_cast<int64_t>(st.copy_src.size()), st.cache.block_bytes()});
     }
+    VOLT_ASSIGN_OR_RETURN(model::ForwardBatch fb, st.upload.upload(*r.backend, step));
+    const int64_t V = c.vocab_size;
+    Status sampled = Status::ok();
+    VOLT_RETURN_IF_ERROR(
+        r.forward->run(fb, st.cache.layers(), st.ws, [&](int64_t first, int64_t count, const float* logits) {
+            if (!sampled.is_ok()) return;
+            const std::vector<ops::SampleRow>& rows = builder_.sample_rows(b, first, count, logits, V);
+            sampled = sample_chunk(rows, first, V, b.vocab_size_real > 0 ? b.vocab_size_real : V);
+        }));
+    if (r.tp_comm) VOLT_RETURN_IF_ERROR(r.tp_comm->finish_step());
+    if (r.pp_comm) VOLT_RETURN_IF_ERROR(r.pp_comm->finish_step());
+    return sampled;
+}
 
-    VOLT_ASSIGN_OR_RETURN(model::ForwardBatch fb, upload_.upload(*backend_, builder_.build(b)));
+Status BackendExecutor::run(const StepBatch& b, StepResult* result) {
+    VOLT_CHECK(!states_[0].cache.layers().empty()) << "init_cache before the first step";
+    builder_.apply_table_updates(b);
+    const model::HostStep& step = builder_.build(b);
     const auto R = static_cast<int64_t>(b.logits_rows.size());
     tokens_.resize(R);
     logprobs_.resize(R);
     top_ids_.resize(R * kMaxLogprobs);
     top_logprobs_.resize(R * kMaxLogprobs);
-    Status sampled = Status::ok();
-    forward_->run(fb, cache_.layers(), ws_, [&](int64_t first, int64_t count, const float* logits) {
-        if (!sampled.is_ok()) return;
-        const std::vector<ops::SampleRow>& rows = builder_.sample_rows(b, first, count, logits, V);
-        sampled = sample_chunk(rows, first, V, b.vocab_size_real > 0 ? b.vocab_size_real : V);
-    });
-    VOLT_RETURN_IF_ERROR(sampled);
+    // Every rank runs the same step (so all issue the same collectives); only the output rank samples.
+    VOLT_RETURN_IF_ERROR(group_->run([&](int i) { return run_rank(i, b, step); }));
+    ++step_count_;
     fill_result(b, tokens_, logprobs_, top_ids_, top_logprobs_, kMaxLogprobs, result);
     return Status::ok();
 }

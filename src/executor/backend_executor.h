@@ -5,12 +5,16 @@
 // sample rows and their id lists are staged into backend memory with one upload per chunk (a copy on
 // the CPU, where backend memory is host memory), so the CPU runs exactly the GPU's path. Synchronous
 // (SyncExecutor): the asynchronous CUDA executor with pinned staging and graphs is a later issue.
+// Tensor / pipeline parallel (create_parallel): the model's ranks (executor/rank_group.h) each run the
+// same step on their shard and KV cache (their own KV heads, their stage's layers) on their own thread;
+// the output rank (tp 0 of the last stage) samples on the gathered logits (docs/parallel.md).
 // Tests: tests/unit/engine/engine_test.cc (through CpuExecutor), scripts/gpu/check.sh (--device cuda).
 #pragma once
 
 #include <memory>
 #include <vector>
 
+#include "executor/rank_group.h"
 #include "executor/step_builder.h"
 #include "executor/sync_executor.h"
 #include "model/forward.h"
@@ -26,6 +30,13 @@ class BackendExecutor : public SyncExecutor {
     static Result<std::unique_ptr<BackendExecutor>> create(std::shared_ptr<const model::ModelWeights> weights,
                                                            std::unique_ptr<ops::Backend> backend,
                                                            ops::Format kv_format, int max_in_flight = 1);
+    // tp x pp ranks, rank i on make_backend(i). Errors: model::check_parallel's refusal (TP not dividing
+    // the KV heads, PP above the layer count), placement's.
+    static Result<std::unique_ptr<BackendExecutor>> create_parallel(
+        std::shared_ptr<const model::ModelWeights> weights, const model::ParallelConfig& parallel,
+        const BackendFactory& make_backend, ops::Format kv_format,
+        const ops::CommunicatorOptions& comm_options = {},
+        const CommFactory& make_comms = thread_communicators);
 
     engine::ExecutorInfo info() const override;
     int64_t bytes_per_block(int64_t block_size, int group) const override;
@@ -39,13 +50,18 @@ class BackendExecutor : public SyncExecutor {
     // KV pools. The workspace is kept for init_cache. Errors: out of memory, the step's.
     Status profile(const engine::CacheConfig& config);
 
-    model::Forward& forward() { return *forward_; }
-    ops::Backend& backend() { return *backend_; }
+    // The output rank's forward pass and backend (the only ones at TP = PP = 1).
+    model::Forward& forward() { return *group_->rank(group_->output_rank()).forward; }
+    ops::Backend& backend() { return *group_->rank(group_->output_rank()).backend; }
+    RankGroup& ranks() { return *group_; }
 
   protected:
-    BackendExecutor(std::shared_ptr<const model::ModelWeights> weights, std::unique_ptr<ops::Backend> backend,
-                    ops::Format kv_format, int max_in_flight);
-    Status place();
+    BackendExecutor(std::shared_ptr<const model::ModelWeights> weights, ops::Format kv_format,
+                    int max_in_flight);
+    // Shards and places the model over the ranks (RankGroup::create).
+    Status make_ranks(const model::ParallelConfig& parallel, const BackendFactory& make_backend,
+                      const ops::CommunicatorOptions& comm_options = {},
+                      const CommFactory& make_comms = thread_communicators);
     Status run(const engine::StepBatch& batch, engine::StepResult* result) override;
 
   private:
@@ -54,16 +70,24 @@ class BackendExecutor : public SyncExecutor {
     Status sample_chunk(const std::vector<ops::SampleRow>& rows, int64_t first, int64_t vocab_size,
                         int64_t vocab_size_real);
 
+    // What each rank keeps between steps: its KV cache (its heads, its stage's layers), workspace and
+    // step upload.
+    struct RankState {
+        model::KvStore cache;
+        model::Workspace ws;
+        model::StepUpload upload;
+        std::vector<int32_t> copy_src, copy_dst;
+        std::vector<ops::KvLayer> group_layers;
+    };
+    Status run_rank(int i, const engine::StepBatch& b, const model::HostStep& step);
+
     std::shared_ptr<const model::ModelWeights> weights_;
     ops::Format kv_format_;
-    std::unique_ptr<ops::Backend> backend_;
-    std::unique_ptr<model::Forward> forward_;
-    model::KvStore cache_;
-    model::Workspace ws_;
-    model::StepUpload upload_;
+    std::unique_ptr<RankGroup> group_;
+    std::vector<RankState> states_;
+    uint64_t step_count_ = 0;
     StepBuilder builder_;
-    std::vector<int32_t> copy_src_, copy_dst_, tokens_, top_ids_;
-    std::vector<ops::KvLayer> group_layers_;
+    std::vector<int32_t> tokens_, top_ids_;
     std::vector<float> logprobs_, top_logprobs_;
     ops::Buffer sample_device_;
     std::vector<uint8_t> sample_staging_, sample_out_;

@@ -7,8 +7,9 @@ namespace volt::executor {
 
 CpuExecutor::CpuExecutor(std::shared_ptr<const model::ModelWeights> weights, ops::Format kv_format,
                          int max_in_flight)
-    : BackendExecutor(std::move(weights), std::make_unique<cpu::CpuBackend>(), kv_format, max_in_flight) {
-    const Status st = place();
+    : BackendExecutor(std::move(weights), kv_format, max_in_flight) {
+    const Status st = make_ranks(
+        {}, [](int) { return Result<std::unique_ptr<ops::Backend>>(std::make_unique<cpu::CpuBackend>()); });
     VOLT_CHECK(st.is_ok()) << st.to_string();  // the CPU places by reference
 }
 

@@ -52,6 +52,19 @@ void add_engine_flags(CLI::App* app, EngineFlags* f) {
                     "share of the GPU's total memory for weights, activations and the KV cache (vLLM's)")
         ->check(CLI::Range(0.01, 1.0))
         ->capture_default_str();
+    app->add_option("--tensor-parallel-size", f->parallel.tensor_parallel_size,
+                    "ranks each layer is split over (attention heads, expert units, vocabulary); must divide "
+                    "the KV heads. CPU: one thread per rank (docs/parallel.md)")
+        ->check(CLI::PositiveNumber)
+        ->capture_default_str();
+    app->add_option("--pipeline-parallel-size", f->parallel.pipeline_parallel_size,
+                    "pipeline stages the layers are split over (up to the layer count); CPU: threads")
+        ->check(CLI::PositiveNumber)
+        ->capture_default_str();
+    app->add_option("--collective-timeout", f->collective_timeout_s,
+                    "seconds a rank may wait in one collective before the engine fails (watchdog)")
+        ->check(CLI::PositiveNumber)
+        ->capture_default_str();
     app->add_option("--load-format", f->load_format,
                     "auto, safetensors, or dummy (random weights, any config)")
         ->check(CLI::IsMember({"auto", "safetensors", "dummy"}))
@@ -135,6 +148,21 @@ Result<std::unique_ptr<Executor>> make_executor(const EngineFlags& f,
         return std::unique_ptr<Executor>(std::move(ex));
     }
     if (!weights) return invalid_argument("--executor cpu needs a model");
+    if (f.parallel.world_size() > 1) {
+        VOLT_RETURN_IF_ERROR(model::check_parallel(weights->config, f.parallel));
+        if (f.device.device != "cpu")
+            return unimplemented(
+                "--tensor-parallel-size / --pipeline-parallel-size > 1 on --device " + f.device.device +
+                ": the GPU communicators are not built yet; --device cpu runs them on threads");
+        ops::CommunicatorOptions comm;
+        comm.timeout_s = f.collective_timeout_s;
+        const DeviceOptions device = f.device;
+        VOLT_ASSIGN_OR_RETURN(auto ex,
+                              BackendExecutor::create_parallel(
+                                  weights, f.parallel, [device](int) { return make_backend(device); },
+                                  ops::Format::kF32, comm));
+        return std::unique_ptr<Executor>(std::move(ex));
+    }
     if (f.device.device == "cuda") {
         VOLT_ASSIGN_OR_RETURN(auto backend, make_backend(f.device));
         VOLT_ASSIGN_OR_RETURN(auto ex,

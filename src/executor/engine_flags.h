@@ -4,7 +4,8 @@
 // (accepted, prints a notice: swapping to host memory comes later), --executor cpu|scripted, --script,
 // and where the model runs: --device cpu|cuda, --cuda-kernels auto|sm70, --embedding-in-host-memory,
 // --gpu-memory-utilization,
-// --load-format auto|safetensors|dummy. --dtype stays each command's own (serve takes vLLM's spellings).
+// --load-format auto|safetensors|dummy, --tensor-parallel-size, --pipeline-parallel-size,
+// --collective-timeout (docs/parallel.md). --dtype stays each command's own (serve takes vLLM's spellings).
 // Tests: tests/unit/executor/engine_flags_test.cc; on the GPU scripts/gpu/serve.sh.
 #pragma once
 
@@ -15,6 +16,7 @@
 #include "core/status.h"
 #include "engine/engine.h"
 #include "executor/backend_factory.h"
+#include "model/shard.h"
 #include "model/weights.h"
 
 namespace volt::executor {
@@ -32,6 +34,8 @@ struct EngineFlags {
                                              // instance may use (weights + activations + KV pools)
     bool kv_cache_memory_bytes_set = false;  // --kv-cache-memory-bytes given: it sizes the KV pools
     std::string load_format = "auto";        // auto | safetensors | dummy (model/dummy_weights.h)
+    model::ParallelConfig parallel;          // --tensor-parallel-size, --pipeline-parallel-size
+    double collective_timeout_s = 300.0;     // --collective-timeout: the communicators' watchdog
 };
 
 void add_engine_flags(CLI::App* app, EngineFlags* flags);

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "core/check.h"
+#include "model/shard.h"
 
 namespace volt::model {
 
@@ -62,7 +63,7 @@ Result<ForwardBatch> StepUpload::upload(ops::Backend& backend, const HostStep& s
 }
 
 Result<Workspace> Workspace::create(ops::Backend& backend, const GptOssConfig& c, int64_t max_tokens,
-                                    int64_t logits_chunk_rows) {
+                                    int64_t logits_chunk_rows, int64_t vocab_shard_rows) {
     Workspace ws;
     ws.max_tokens = max_tokens;
     ws.logits_chunk_rows = logits_chunk_rows;
@@ -90,6 +91,10 @@ Result<Workspace> Workspace::create(ops::Backend& backend, const GptOssConfig& c
     ws.expert_ids = static_cast<int32_t*>(ids);
     VOLT_RETURN_IF_ERROR(f32(&ws.logits_h, logits_chunk_rows * H));
     VOLT_RETURN_IF_ERROR(f32(&ws.logits, logits_chunk_rows * c.vocab_size));
+    if (vocab_shard_rows > 0) {
+        VOLT_RETURN_IF_ERROR(f32(&ws.logits_local, logits_chunk_rows * vocab_shard_rows));
+        VOLT_RETURN_IF_ERROR(f32(&ws.logits_gathered, logits_chunk_rows * c.vocab_size));
+    }
     return ws;
 }
 
@@ -97,27 +102,53 @@ Forward::Forward(std::shared_ptr<const PlacedModel> model, ops::Backend& backend
     : model_(std::move(model)), backend_(backend) {}
 
 void Forward::trace(std::string_view name, int64_t layer, const float* device, int64_t rows, int64_t cols) {
-    if (!trace_) return;
+    if (!trace_ || model_->weights.shard.tp_rank != 0) return;  // tp ranks hold the same x
     trace_host_.resize(rows * cols);
     backend_.download(trace_host_.data(), device, rows * cols * static_cast<int64_t>(sizeof(float)));
     trace_(name, layer, trace_host_.data(), rows, cols);
 }
 
-void Forward::run(const ForwardBatch& b, const std::vector<ops::KvLayer>& kv, Workspace& ws,
-                  const LogitsFn& on_logits) {
+Status Forward::run(const ForwardBatch& b, const std::vector<ops::KvLayer>& kv, Workspace& ws,
+                    const LogitsFn& on_logits) {
     const ModelWeights& W = model_->weights;
     const GptOssConfig& c = W.config;
+    const ShardInfo& sh = W.shard;
     const int64_t T = b.num_tokens, H = c.hidden_size, nh = c.num_attention_heads,
                   nkv = c.num_key_value_heads, d = c.head_dim, k_top = c.num_experts_per_tok;
     const float eps = static_cast<float>(c.rms_norm_eps);
     const bool keep = static_cast<bool>(trace_);
+    const bool tp = sh.tp_size > 1;
     VOLT_CHECK(T <= ws.max_tokens) << T << " tokens in a workspace of " << ws.max_tokens;
     VOLT_CHECK_EQ(static_cast<int64_t>(kv.size()), c.num_hidden_layers);
+    VOLT_CHECK(!tp || (comm_.tp != nullptr && comm_.tp->size() == sh.tp_size))
+        << "a tp shard without its group";
+    VOLT_CHECK(sh.pp_size == 1 || (comm_.pp != nullptr && comm_.pp->size() == sh.pp_size))
+        << "a pipeline stage without its group";
+    // Tensor parallel: the partial sums of every rank in ws.o, summed in rank order, then added to x
+    // (each bias so summed is held by tp rank 0 only: model/shard.h).
+    auto reduce_into_x = [&]() -> Status {
+        VOLT_RETURN_IF_ERROR(comm_.tp->all_reduce_sum(ws.o, T * H));
+        backend_.add({ws.o, ws.x, T * H});
+        return Status::ok();
+    };
 
-    backend_.embedding({b.token_ids, W.embed_tokens, ws.x, T});
-    trace("embedding", -1, ws.x, T, H);
+    if (sh.first_stage()) {
+        backend_.embedding({.ids = b.token_ids,
+                            .table = W.embed_tokens,
+                            .out = ws.x,
+                            .num_tokens = T,
+                            .id_begin = sh.vocab_begin,
+                            .vocab_size = tp ? sh.vocab_size : 0});
+        // Each id's row is on exactly one rank; the others give zeros, so the sum is exact.
+        if (tp) VOLT_RETURN_IF_ERROR(comm_.tp->all_reduce_sum(ws.x, T * H));
+        trace("embedding", -1, ws.x, T, H);
+    } else {
+        VOLT_RETURN_IF_ERROR(
+            comm_.pp->recv(ws.x, T * H * static_cast<int64_t>(sizeof(float)), sh.pp_rank - 1));
+    }
 
-    for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    const int64_t layer_end = sh.layer_end < 0 ? c.num_hidden_layers : sh.layer_end;
+    for (int64_t l = sh.layer_begin; l < layer_end; ++l) {
         const LayerWeights& w = W.layers[l];
         const KvGroupInputs& g = b.groups[kv_group_of(c, l)];
 
@@ -162,7 +193,13 @@ void Forward::run(const ForwardBatch& b, const std::vector<ops::KvLayer>& kv, Wo
                             .scale = 1.0f / std::sqrt(static_cast<float>(d)),
                             .max_seq_len = b.max_seq_len});
         trace("attn", l, ws.attn, T, nh * d);
-        backend_.o_proj_residual({ws.attn, w.o_proj, ws.x, ws.o, T, keep});
+        if (tp) {
+            // All-reduce 1 of the layer: this rank's heads' share of o_proj (+ bo on rank 0 only).
+            backend_.linear({.x = ws.attn, .weight = w.o_proj, .y = ws.o, .num_tokens = T});
+            VOLT_RETURN_IF_ERROR(reduce_into_x());
+        } else {
+            backend_.o_proj_residual({ws.attn, w.o_proj, ws.x, ws.o, T, keep});
+        }
         trace("attn_out", l, ws.o, T, H);
         trace("resid_attn", l, ws.x, T, H);
 
@@ -170,21 +207,37 @@ void Forward::run(const ForwardBatch& b, const std::vector<ops::KvLayer>& kv, Wo
         backend_.moe_route({ws.x, w.post_attention_layernorm, w.router, ws.h, ws.expert_ids,
                             ws.expert_weights, T, H, k_top, eps});
         trace("mlp_norm", l, ws.h, T, H);
-        backend_.experts_residual({.x = ws.h,
-                                   .expert_ids = ws.expert_ids,
-                                   .expert_weights = ws.expert_weights,
-                                   .gate_up = w.gate_up,
-                                   .down = w.down,
-                                   .out = ws.x,
-                                   .num_tokens = T,
-                                   .top_k = k_top,
-                                   .swiglu_limit = static_cast<float>(c.swiglu_limit),
-                                   .swiglu_alpha = static_cast<float>(c.swiglu_alpha)});
+        ops::ExpertsArgs experts{.x = ws.h,
+                                 .expert_ids = ws.expert_ids,
+                                 .expert_weights = ws.expert_weights,
+                                 .gate_up = w.gate_up,
+                                 .down = w.down,
+                                 .out = ws.x,
+                                 .num_tokens = T,
+                                 .top_k = k_top,
+                                 .swiglu_limit = static_cast<float>(c.swiglu_limit),
+                                 .swiglu_alpha = static_cast<float>(c.swiglu_alpha)};
+        if (tp) {
+            // All-reduce 2: this rank's intermediate units' share of the experts (+ b2 on rank 0 only). A
+            // rank whose shard has no unit (TP past the block count) contributes zeros.
+            backend_.fill(ws.o, 0, T * H * static_cast<int64_t>(sizeof(float)));
+            experts.out = ws.o;
+            if (w.down.in > 0) backend_.experts_residual(experts);
+            VOLT_RETURN_IF_ERROR(reduce_into_x());
+        } else {
+            backend_.experts_residual(experts);
+        }
         trace("resid_mlp", l, ws.x, T, H);
     }
 
+    if (!sh.last_stage())
+        return comm_.pp->send(ws.x, T * H * static_cast<int64_t>(sizeof(float)), sh.pp_rank + 1);
+
     // Final norm and lm_head on the rows that need logits, a chunk at a time: prompt logprobs over 2k
-    // rows x 201,088 ids never hold more than one chunk of logits.
+    // rows x 201,088 ids never hold more than one chunk of logits. Vocab-sharded: each rank computes its
+    // ids' logits, tp rank 0 gathers them (rank order = id order) into [n, V].
+    const int64_t V = c.vocab_size, V_local = W.lm_head.out;
+    std::vector<int64_t> counts;
     for (int64_t first = 0; first < b.num_logits_rows; first += ws.logits_chunk_rows) {
         const int64_t n = std::min(ws.logits_chunk_rows, b.num_logits_rows - first);
         backend_.final_logits({.x = ws.x,
@@ -195,11 +248,28 @@ void Forward::run(const ForwardBatch& b, const std::vector<ops::KvLayer>& kv, Wo
                                .hidden = H,
                                .eps = eps,
                                .h = ws.logits_h,
-                               .logits = ws.logits,
+                               .logits = tp ? ws.logits_local : ws.logits,
                                .keep_intermediates = keep});
         trace("final_norm", -1, ws.logits_h, n, H);
+        if (tp) {
+            counts.clear();
+            for (int r = 0; r < sh.tp_size; ++r) counts.push_back(n * vocab_rows(V, r, sh.tp_size).size());
+            VOLT_CHECK_EQ(counts[sh.tp_rank], n * V_local);
+            VOLT_RETURN_IF_ERROR(comm_.tp->gather(ws.logits_local, counts.data(), ws.logits_gathered, 0));
+            if (sh.tp_rank != 0) continue;
+            constexpr int64_t f = sizeof(float);
+            int64_t off = 0;
+            for (int r = 0; r < sh.tp_size; ++r) {
+                const Range ids = vocab_rows(V, r, sh.tp_size);
+                if (ids.size() > 0)
+                    backend_.copy_2d(ws.logits + ids.begin, V * f, ws.logits_gathered + off, ids.size() * f,
+                                     ids.size() * f, n);
+                off += n * ids.size();
+            }
+        }
         on_logits(first, n, ws.logits);
     }
+    return Status::ok();
 }
 
 }  // namespace volt::model

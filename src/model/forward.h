@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "model/placed_model.h"
+#include "ops/communicator.h"
 #include "ops/ops.h"
 
 namespace volt::model {
@@ -62,19 +63,23 @@ class StepUpload {
 // The activations of one step in backend memory, sized for max_tokens rows and logits_chunk_rows rows
 // of logits at a time.
 struct Workspace {
+    // vocab_shard_rows > 0: this rank's lm_head holds that many rows of a vocab-sharded model (tensor
+    // parallelism): logits_local and logits_gathered are allocated too.
     static Result<Workspace> create(ops::Backend& backend, const GptOssConfig& c, int64_t max_tokens,
-                                    int64_t logits_chunk_rows);
-    float* x = nullptr;               // [T, H] residual stream
-    float* h = nullptr;               // [T, H] normed input of a block
-    float* q = nullptr;               // [T, nh*d]
-    float* k = nullptr;               // [T, nkv*d]
-    float* v = nullptr;               // [T, nkv*d]
-    float* attn = nullptr;            // [T, nh*d]
-    float* o = nullptr;               // [T, H] o_proj output
-    int32_t* expert_ids = nullptr;    // [T, k]
-    float* expert_weights = nullptr;  // [T, k]
-    float* logits_h = nullptr;        // [chunk, H] normed rows of the final norm
-    float* logits = nullptr;          // [chunk, V]
+                                    int64_t logits_chunk_rows, int64_t vocab_shard_rows = 0);
+    float* x = nullptr;                // [T, H] residual stream
+    float* h = nullptr;                // [T, H] normed input of a block
+    float* q = nullptr;                // [T, nh*d]
+    float* k = nullptr;                // [T, nkv*d]
+    float* v = nullptr;                // [T, nkv*d]
+    float* attn = nullptr;             // [T, nh*d]
+    float* o = nullptr;                // [T, H] o_proj output
+    int32_t* expert_ids = nullptr;     // [T, k]
+    float* expert_weights = nullptr;   // [T, k]
+    float* logits_h = nullptr;         // [chunk, H] normed rows of the final norm
+    float* logits = nullptr;           // [chunk, V]
+    float* logits_local = nullptr;     // [chunk, V_shard] this rank's rows of lm_head (tensor parallel)
+    float* logits_gathered = nullptr;  // [chunk * V] every rank's logits_local in rank order (tp rank 0)
     int64_t max_tokens = 0, logits_chunk_rows = 0;
     std::vector<ops::Buffer> buffers;
 };
@@ -88,18 +93,34 @@ using TraceFn =
 // backend memory, valid until the callback returns.
 using LogitsFn = std::function<void(int64_t first, int64_t count, const float* logits)>;
 
+// The communicators of a sharded model's rank (ModelWeights::shard; docs/parallel.md): `tp` joins the
+// ranks of one pipeline stage (two all-reduces per layer, one after the embedding, the logits gather),
+// `pp` the stages of one tp rank (the residual stream sent from each stage to the next). Unused (null)
+// when the model is whole.
+struct ForwardComm {
+    ops::Communicator* tp = nullptr;
+    ops::Communicator* pp = nullptr;
+};
+
 class Forward {
   public:
     Forward(std::shared_ptr<const PlacedModel> model, ops::Backend& backend);
 
     const GptOssConfig& config() const { return model_->weights.config; }
+    const ModelWeights& weights() const { return model_->weights; }
     ops::Backend& backend() const { return backend_; }
     void set_trace(TraceFn fn) { trace_ = std::move(fn); }
 
-    // Runs one step; calls on_logits for each chunk of logits rows. Preconditions (checked where the
-    // backend can): ids < vocab, every key a token attends to is in a held block, sizes within ws.
-    void run(const ForwardBatch& batch, const std::vector<ops::KvLayer>& kv, Workspace& ws,
-             const LogitsFn& on_logits);
+    // A shard's communicators (before the first run).
+    void set_comm(ForwardComm comm) { comm_ = comm; }
+
+    // Runs one step; calls on_logits for each chunk of logits rows (a sharded model: only on tp rank 0 of
+    // the last pipeline stage, with the gathered logits of the whole vocabulary). Every rank of a sharded
+    // model runs the same batch. Preconditions (checked where the backend can): ids < vocab, every key a
+    // token attends to is in a held block, sizes within ws. Errors: the communicators' (watchdog,
+    // order mismatch, a failed peer); the step is then abandoned.
+    Status run(const ForwardBatch& batch, const std::vector<ops::KvLayer>& kv, Workspace& ws,
+               const LogitsFn& on_logits);
 
   private:
     void trace(std::string_view name, int64_t layer, const float* device, int64_t rows, int64_t cols);
@@ -107,6 +128,7 @@ class Forward {
     std::shared_ptr<const PlacedModel> model_;
     ops::Backend& backend_;
     TraceFn trace_;
+    ForwardComm comm_;
     std::vector<float> trace_host_;
 };
 

@@ -16,8 +16,11 @@ class KvStore {
   public:
     // num_blocks[g]: blocks of group g (0 when the model has no layer of that group). Errors: the
     // backend's allocation failure.
+    // Only layers [layer_begin, layer_end) get pools (a pipeline stage's; layer_end -1: every layer);
+    // the others are empty views.
     static Result<KvStore> create(ops::Backend& backend, const GptOssConfig& c, int64_t block_size,
-                                  const int64_t num_blocks[ops::kNumKvGroups], ops::Format format);
+                                  const int64_t num_blocks[ops::kNumKvGroups], ops::Format format,
+                                  int64_t layer_begin = 0, int64_t layer_end = -1);
 
     int64_t block_size() const { return block_size_; }
     ops::Format format() const { return format_; }

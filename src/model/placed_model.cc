@@ -11,10 +11,15 @@ Result<std::shared_ptr<const PlacedModel>> place_model(std::shared_ptr<const Mod
     ModelWeights& w = m->weights;
     w.config = h.config;
     auto* owned = &m->buffers;
-    VOLT_ASSIGN_OR_RETURN(w.embed_tokens,
-                          backend.place_dense(h.embed_tokens, ops::WeightRole::kEmbedding, owned));
+    w.shard = h.shard;
+    // A pipeline stage places only its own tensors (ModelWeights::shard); absent ones stay empty views.
+    if (h.embed_tokens.w != nullptr) {
+        VOLT_ASSIGN_OR_RETURN(w.embed_tokens,
+                              backend.place_dense(h.embed_tokens, ops::WeightRole::kEmbedding, owned));
+    }
     w.layers.resize(h.layers.size());
-    for (size_t l = 0; l < h.layers.size(); ++l) {
+    const auto layer_end = h.shard.layer_end < 0 ? static_cast<int64_t>(h.layers.size()) : h.shard.layer_end;
+    for (auto l = static_cast<size_t>(h.shard.layer_begin); l < static_cast<size_t>(layer_end); ++l) {
         const LayerWeights& hl = h.layers[l];
         LayerWeights& pl = w.layers[l];
         VOLT_ASSIGN_OR_RETURN(pl.input_layernorm, backend.place_vector(hl.input_layernorm, owned));
@@ -30,8 +35,10 @@ Result<std::shared_ptr<const PlacedModel>> place_model(std::shared_ptr<const Mod
         VOLT_ASSIGN_OR_RETURN(pl.gate_up, backend.place_experts(hl.gate_up, owned));
         VOLT_ASSIGN_OR_RETURN(pl.down, backend.place_experts(hl.down, owned));
     }
-    VOLT_ASSIGN_OR_RETURN(w.norm, backend.place_vector(h.norm, owned));
-    VOLT_ASSIGN_OR_RETURN(w.lm_head, backend.place_dense(h.lm_head, ops::WeightRole::kLmHead, owned));
+    if (h.lm_head.w != nullptr) {
+        VOLT_ASSIGN_OR_RETURN(w.norm, backend.place_vector(h.norm, owned));
+        VOLT_ASSIGN_OR_RETURN(w.lm_head, backend.place_dense(h.lm_head, ops::WeightRole::kLmHead, owned));
+    }
 
     const RopeTable rope = make_rope_table(h.config);
     const auto bytes = static_cast<int64_t>(rope.inv_freq.size() * sizeof(float));

@@ -22,8 +22,12 @@ SequenceRunner::SequenceRunner(Forward& forward, int64_t capacity, int64_t block
     : forward_(forward), capacity_(capacity), block_size_(block_size) {
     const int64_t blocks[ops::kNumKvGroups] = {blocks_for(capacity, block_size),
                                                blocks_for(capacity, block_size)};
-    cache_ = or_die(KvStore::create(forward.backend(), forward.config(), block_size, blocks, kv_format));
-    ws_ = or_die(Workspace::create(forward.backend(), forward.config(), capacity, kLogitsChunkRows));
+    const ModelWeights& w = forward.weights();
+    cache_ = or_die(KvStore::create(forward.backend(), forward.config(), block_size, blocks, kv_format,
+                                    w.shard.layer_begin, w.shard.layer_end));
+    const int64_t shard_rows = w.shard.tp_size > 1 && w.shard.last_stage() ? w.lm_head.out : 0;
+    ws_ = or_die(
+        Workspace::create(forward.backend(), forward.config(), capacity, kLogitsChunkRows, shard_rows));
     VOLT_CHECK(forward.backend().reserve({capacity, 1, capacity}).is_ok());
 }
 
@@ -55,10 +59,12 @@ std::vector<float> SequenceRunner::append(std::span<const int32_t> ids, bool all
     const ForwardBatch b = or_die(upload_.upload(forward_.backend(), s));
     const int64_t V = forward_.config().vocab_size;
     std::vector<float> logits(s.logits_rows.size() * V);
-    forward_.run(b, cache_.layers(), ws_, [&](int64_t first, int64_t count, const float* chunk) {
-        forward_.backend().download(logits.data() + first * V, chunk,
-                                    count * V * static_cast<int64_t>(sizeof(float)));
-    });
+    const Status st =
+        forward_.run(b, cache_.layers(), ws_, [&](int64_t first, int64_t count, const float* chunk) {
+            forward_.backend().download(logits.data() + first * V, chunk,
+                                        count * V * static_cast<int64_t>(sizeof(float)));
+        });
+    VOLT_CHECK(st.is_ok()) << st.to_string();
     num_tokens_ += n;
     return logits;
 }

@@ -1,7 +1,8 @@
 // One sequence over a contiguous run of KV blocks: the simplest driver of Forward, used by
 // `voltllm logits`, the golden tests and as the reference the engine's paged, batched runs are compared
 // with. Blocks 0..n-1 of both KV groups hold positions in order; nothing is ever freed. Runs on any
-// backend (the Forward's).
+// backend (the Forward's), on a whole model or on one rank's shard (each rank of a parallel model has its
+// own runner, all fed the same ids; only the output rank's logits are filled: docs/parallel.md).
 #pragma once
 
 #include <cstdint>
@@ -23,7 +24,8 @@ class SequenceRunner {
 
     // Feeds `ids` at RoPE positions start_pos + num_tokens() ... (start_pos shifts RoPE only; see
     // `voltllm logits --start-pos`). Returns logits f32 [ids.size(), V] when all_rows, else [1, V] of the
-    // last row. Checks capacity (a bug to exceed it).
+    // last row (zeros on a rank that is not the output rank). Checks capacity (a bug to exceed it) and
+    // aborts on a communicator failure (tools and tests only).
     std::vector<float> append(std::span<const int32_t> ids, bool all_rows, int64_t start_pos = 0);
 
   private:

@@ -33,8 +33,22 @@ struct WeightStorage {
     virtual ~WeightStorage() = default;
 };
 
+// Which part of the model a ModelWeights holds (model/shard.h). The whole model: tp 1, pp 1, every layer.
+// A shard's config carries its own head counts and intermediate size (num_attention_heads / tp, ...);
+// layers outside [layer_begin, layer_end) are empty views, as are embed_tokens on all but the first
+// pipeline stage and norm / lm_head on all but the last.
+struct ShardInfo {
+    int tp_rank = 0, tp_size = 1, pp_rank = 0, pp_size = 1;
+    int64_t layer_begin = 0, layer_end = -1;  // -1: every layer
+    int64_t vocab_begin = 0;                  // the id of embed_tokens' and lm_head's first row
+    int64_t vocab_size = 0;                   // the whole model's vocabulary (0: config.vocab_size)
+    bool first_stage() const { return pp_rank == 0; }
+    bool last_stage() const { return pp_rank == pp_size - 1; }
+};
+
 struct ModelWeights {
     GptOssConfig config;
+    ShardInfo shard;
     ops::DenseWeight embed_tokens;     // [V, H], no bias
     std::vector<LayerWeights> layers;  // [num_hidden_layers]
     ops::VectorWeight norm;            // [H]

@@ -42,6 +42,13 @@ Buffer& Buffer::operator=(Buffer&& o) noexcept {
     return *this;
 }
 
+void Backend::copy_2d(void* dst, int64_t dst_pitch, const void* src, int64_t src_pitch, int64_t width,
+                      int64_t rows) {
+    for (int64_t r = 0; r < rows; ++r)
+        copy(static_cast<uint8_t*>(dst) + r * dst_pitch, static_cast<const uint8_t*>(src) + r * src_pitch,
+             width);
+}
+
 void Backend::qkv_rope_kvwrite(const QkvRopeKvWriteArgs& a) {
     const int64_t T = a.num_tokens;
     rmsnorm({.x = a.x, .w = a.norm, .y = a.h, .num_rows = T, .hidden = a.hidden, .eps = a.eps});

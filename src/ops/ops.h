@@ -28,12 +28,16 @@ namespace volt::ops {
 
 // ---- fine ops --------------------------------------------------------------------------------------
 
-// out[t, :] = table[ids[t], :] as f32 (spec §3.1). ids < table.out (checked).
+// out[t, :] = table[ids[t], :] as f32 (spec §3.1). ids < table.out (checked). A vocab-sharded table
+// (tensor parallelism) holds ids [id_begin, id_begin + table.out) of a vocabulary of vocab_size: ids must
+// be < vocab_size (checked) and rows of ids outside the shard are zero (an all-reduce sums the shards).
 struct EmbeddingArgs {
     const int32_t* ids;  // [T]
-    DenseWeight table;   // [V, H], no bias
+    DenseWeight table;   // [V or the shard's rows, H], no bias
     float* out;          // [T, H]
     int64_t num_tokens;
+    int64_t id_begin = 0;    // the shard's first id
+    int64_t vocab_size = 0;  // > 0: the table is a shard of this vocabulary
 };
 
 // y[r] = x[row r] / sqrt(mean(x[row r]^2) + eps) * w, f32 (spec §3.3); row r = rows[r] when rows is set,
@@ -252,6 +256,10 @@ class Backend {
     virtual void download(void* dst, const void* src, int64_t bytes) = 0;  // backend -> host; waits
     virtual void copy(void* dst, const void* src, int64_t bytes) = 0;      // within backend memory
     virtual void fill(void* dst, uint8_t byte, int64_t bytes) = 0;
+    // rows x width bytes from src (rows src_pitch bytes apart) to dst (dst_pitch apart), within backend
+    // memory (the gather of vocab-sharded logits). Default: one copy() per row.
+    virtual void copy_2d(void* dst, int64_t dst_pitch, const void* src, int64_t src_pitch, int64_t width,
+                         int64_t rows);
     virtual MemoryStats memory() const = 0;
     virtual void synchronize() = 0;
     // Sizes the backend's own scratch; call before the first op (and again when limits grow).

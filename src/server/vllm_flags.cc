@@ -32,6 +32,9 @@ constexpr VllmFlag kFlags[] = {
     {"--block-size", "", A::kValue, S::kHonoured, O::kVllm, false, "tokens per KV-cache block (default 16)"},
     {"--chat-template", "", A::kValue, S::kAcceptedWithNotice, O::kVllm, false,
      "ignored: gpt-oss prompts are rendered by the built-in harmony renderer, not a Jinja template"},
+    {"--collective-timeout", "", A::kValue, S::kHonoured, O::kVoltllm, false,
+     "seconds a tensor/pipeline-parallel rank may wait in one collective before the engine fails (default "
+     "300; docs/parallel.md)"},
     {"--compilation-config", "-cc", A::kValue, S::kAcceptedWithNotice, O::kVllm, false,
      "ignored: there is no torch.compile here"},
     {"--config", "", A::kValue, S::kRejected, O::kVllm, false,
@@ -46,7 +49,8 @@ constexpr VllmFlag kFlags[] = {
      "cpu (the default) or cuda: where the model runs (builds with CUDA: the volta, volta-ptx, cuda13 "
      "presets)"},
     {"--disable-custom-all-reduce", "", A::kSwitch, S::kAcceptedWithNotice, O::kVllm, false,
-     "ignored: tensor-parallel all-reduce always goes through NCCL here"},
+     "ignored: no custom all-reduce is built yet (the CPU communicators have none; the GPU's one-shot "
+     "peer all-reduce will honour it)"},
     {"--disable-fastapi-docs", "", A::kSwitch, S::kAcceptedWithNotice, O::kVllm, false,
      "ignored: there are no /docs pages"},
     {"--disable-frontend-multiprocessing", "", A::kSwitch, S::kAcceptedWithNotice, O::kVllm, false,
@@ -136,7 +140,8 @@ constexpr VllmFlag kFlags[] = {
      "not a vLLM flag; this process serves the whole model as one replica and ignores "
      "--pipeline-parallel-size"},
     {"--pipeline-parallel-size", "-pp", A::kValue, S::kHonoured, O::kVllm, false,
-     "pipeline stages over this process's GPUs (1 on the CPU build)"},
+     "pipeline stages the layers are split over (up to the layer count): threads of this process with "
+     "--device cpu; on GPUs not yet (refused)"},
     {"--port", "", A::kValue, S::kHonoured, O::kVllm, false,
      "listen port, default 8000; 0 picks a free one (printed at start)"},
     {"--quantization", "-q", A::kValue, S::kAcceptedWithNotice, O::kVllm, false,
@@ -164,7 +169,8 @@ constexpr VllmFlag kFlags[] = {
     {"--swap-space", "", A::kValue, S::kAcceptedWithNotice, O::kVllmRemoved, false,
      "removed from vLLM (PR #36216); there is no CPU swap space here, ignored"},
     {"--tensor-parallel-size", "-tp", A::kValue, S::kHonoured, O::kVllm, false,
-     "GPUs the model is split over, NCCL all-reduce (1 on the CPU build)"},
+     "ranks each layer is split over (must divide the KV heads; docs/parallel.md): threads of this "
+     "process with --device cpu; on GPUs not yet (refused)"},
     {"--tokenizer", "", A::kValue, S::kHonoured, O::kVllm, false,
      "a tokenizer.json file to use instead of the one next to the checkpoint (no Hugging Face ids)"},
     {"--tool-call-parser", "", A::kValue, S::kHonoured, O::kVllm, false,

@@ -5,18 +5,36 @@
 // flags of docs/flags.md that had no API test have one here. Model: tiny-chat (helpers.mjs).
 import { test, describe, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { spawn, spawnSync } from "node:child_process";
-import { mkdtempSync, mkdirSync, readdirSync, symlinkSync, writeFileSync } from "node:fs";
+import { execFileSync, spawn, spawnSync } from "node:child_process";
+import { existsSync, mkdtempSync, mkdirSync, readdirSync, renameSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { BIN, tinyChatDir, writeScript, ids, metrics } from "./helpers.mjs";
 
 const TINY = path.resolve(tinyChatDir());
 
-// A folder holding `gpt-oss-120b-vllm`, the article's model directory (tiny-chat behind a symlink).
+// tiny-chat with gpt-oss-120b's 8 KV heads (16 query heads), so the article's --tensor-parallel-size 4
+// really splits it (CPU: four rank threads; TP must divide the KV heads, and tiny-chat has 2).
+function tinyChatKv8Dir() {
+    const dir = path.join(path.dirname(BIN), "..", "test-models", "tiny-chat-kv8");
+    if (!existsSync(path.join(dir, "config.json"))) {
+        mkdirSync(path.dirname(dir), { recursive: true });
+        const tmp = `${dir}.tmp-${process.pid}`;
+        execFileSync(BIN, ["--log-level", "warning", "make-model", "--preset", "tiny-chat", "--heads", "16",
+            "--kv-heads", "8", "--out", tmp], { stdio: "inherit" });
+        try {
+            renameSync(tmp, dir);
+        } catch (e) {
+            if (!existsSync(path.join(dir, "config.json"))) throw e;  // another test made it meanwhile
+        }
+    }
+    return path.resolve(dir);
+}
+
+// A folder holding `gpt-oss-120b-vllm`, the article's model directory (tiny-chat-kv8 behind a symlink).
 function articleDir() {
     const dir = mkdtempSync(path.join(tmpdir(), "voltllm-cli-"));
-    symlinkSync(TINY, path.join(dir, "gpt-oss-120b-vllm"));
+    symlinkSync(tinyChatKv8Dir(), path.join(dir, "gpt-oss-120b-vllm"));
     return dir;
 }
 
@@ -138,6 +156,7 @@ describe("the article's command lines start verbatim (anchors.md)", () => {
             "--model ./gpt-oss-120b-vllm --tensor-parallel-size 4 --gpu-memory-utilization 0.95 --max-model-len 4096 " +
             "--enforce-eager --disable-custom-all-reduce --dtype half --quantization awq --port 8000")], { cwd: articleDir() });
         assert.match(s.stderr(), /^W .* --quantization awq: ignored/m);  // a warning in the log, on stderr
+        assert.match(s.log(), /tensor-parallel-size 4 x pipeline-parallel-size 1 = 4 ranks/);
         assert.match(s.stdout(), /max-model-len 4096/);
         await checkServes(s, watchdog);
     });

@@ -9,10 +9,13 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "core/check.h"
 #include "core/npy.h"
 #include "cpu/cpu_ops.h"
+#include "executor/rank_group.h"
 #include "model/loader.h"
 #include "model/sequence_runner.h"
+#include "model/shard.h"
 
 namespace volt::model {
 namespace {
@@ -35,7 +38,29 @@ nlohmann::json read_meta(const std::string& dir = kDir) {
     return nlohmann::json::parse(f);
 }
 
-void check_checkpoint(const std::string& name, const std::string& dir = kDir) {
+// Logits [ids, V] of one prompt on an empty cache: the whole model, or its tp x pp ranks (one thread each;
+// the output rank's logits).
+std::vector<float> prompt_logits(const std::shared_ptr<const ModelWeights>& w, const ParallelConfig& p,
+                                 const std::vector<int32_t>& ids, int64_t start) {
+    auto group = executor::RankGroup::create(
+        w, p, [](int) { return Result<std::unique_ptr<ops::Backend>>(std::make_unique<cpu::CpuBackend>()); });
+    VOLT_CHECK(group.is_ok()) << group.status().to_string();
+    executor::RankGroup& g = **group;
+    std::vector<std::unique_ptr<SequenceRunner>> runners;
+    for (int i = 0; i < g.size(); ++i)
+        runners.push_back(
+            std::make_unique<SequenceRunner>(*g.rank(i).forward, static_cast<int64_t>(ids.size())));
+    std::vector<float> out;
+    const Status st = g.run([&](int i) {
+        std::vector<float> l = runners[i]->append(ids, /*all_rows=*/true, start);
+        if (i == g.output_rank()) out = std::move(l);
+        return Status::ok();
+    });
+    VOLT_CHECK(st.is_ok()) << st.to_string();
+    return out;
+}
+
+void check_checkpoint(const std::string& name, const std::string& dir = kDir, ParallelConfig parallel = {}) {
     const auto meta = read_meta(dir);
     auto weights = load_model(dir + "/" + name, {.progress = io::ProgressMode::kOff});
     ASSERT_TRUE(weights.is_ok()) << weights.status().to_string();
@@ -44,15 +69,13 @@ void check_checkpoint(const std::string& name, const std::string& dir = kDir) {
     const int64_t V = (*weights)->config.vocab_size;
     ASSERT_EQ(ref->shape.size(), 2u);
     ASSERT_EQ(ref->shape[1], V);
-    cpu::CpuBackend backend;
-    Forward fwd(*place_model(*weights, backend), backend);  // the CPU places by reference: never fails
+    const std::shared_ptr<const ModelWeights> w = *weights;
     const auto& offsets = meta["checkpoints"][name]["row_offsets"];
     for (size_t i = 0; i < meta["prompts"].size(); ++i) {
         const auto& p = meta["prompts"][i];
         const std::vector<int32_t> ids = p["ids"].get<std::vector<int32_t>>();
         const int64_t start = p["start_pos"].get<int64_t>();
-        SequenceRunner run(fwd, static_cast<int64_t>(ids.size()));
-        const std::vector<float> ours = run.append(ids, /*all_rows=*/true, start);
+        const std::vector<float> ours = prompt_logits(w, parallel, ids, start);
         const float* theirs = ref->f32() + offsets[i].get<int64_t>() * V;
         double max_err = 0, max_ref = 0;
         int64_t top1_checked = 0, top1_agree = 0;
@@ -81,14 +104,34 @@ void check_checkpoint(const std::string& name, const std::string& dir = kDir) {
         EXPECT_EQ(top1_agree, top1_checked) << name << " prompt " << i;
         EXPECT_GT(top1_checked, static_cast<int64_t>(ids.size()) / 2)
             << "too many near-ties to be a useful check";
-        std::printf("%s prompt %zu: %zu tokens at %lld: max rel error %.3g, top-1 %lld/%lld\n", name.c_str(),
-                    i, ids.size(), static_cast<long long>(start), rel, static_cast<long long>(top1_agree),
+        std::printf("%s tp %d pp %d prompt %zu: %zu tokens at %lld: max rel error %.3g, top-1 %lld/%lld\n",
+                    name.c_str(), parallel.tensor_parallel_size, parallel.pipeline_parallel_size, i,
+                    ids.size(), static_cast<long long>(start), rel, static_cast<long long>(top1_agree),
                     static_cast<long long>(top1_checked));
     }
 }
 
 TEST(GoldenParity, Mxfp4Layout) { check_checkpoint("tiny-mxfp4"); }
 TEST(GoldenParity, Bf16Layout) { check_checkpoint("tiny-bf16"); }
+
+// Tensor / pipeline parallel against transformers itself (the CPU rank threads): the tiny models at TP 2
+// (their 2 KV heads) and PP 2; tiny-kv8 (8 KV heads, I = 160 = 5 MXFP4 blocks) at TP 1, 2, 4 (2, 2, 1, 0
+// blocks), 8 and TP 4 x PP 2 once its transformers logits exist (tests/data/README.md, "golden/kv8").
+// The reduction-order error of TP (tests/unit/executor/parallel_test.cc, ~1e-6) fits in kMaxRelError.
+TEST(GoldenParity, TensorAndPipelineParallel) {
+    check_checkpoint("tiny-mxfp4", kDir, {2, 1});
+    check_checkpoint("tiny-bf16", kDir, {2, 2});
+}
+TEST(GoldenParity, Kv8CheckpointAtEveryTp) {
+    const std::string dir = kDir + "/kv8";
+    if (!std::ifstream(dir + "/golden.json"))
+        GTEST_SKIP()
+            << "tests/data/golden/kv8/golden.json is not made yet (the command: tests/data/README.md); "
+               "TP = N against TP = 1 on tiny-kv8 runs in tests/unit/executor/parallel_test.cc";
+    for (ParallelConfig p : {ParallelConfig{1, 1}, ParallelConfig{2, 1}, ParallelConfig{4, 1},
+                             ParallelConfig{8, 1}, ParallelConfig{4, 2}})
+        check_checkpoint("tiny-kv8", dir, p);
+}
 
 // The fp16 stress model (tests/data/stress/, issue 15): 36 layers whose f32 residual passes fp16's 65,504
 // after layer 21. The CPU (f32 throughout) must match transformers' fp32 logits as on the tiny models;

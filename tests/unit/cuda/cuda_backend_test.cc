@@ -630,9 +630,11 @@ void check_batch_invariance(CudaBackend& gpu, const std::shared_ptr<const model:
         auto fb = upload.upload(gpu, st);
         VOLT_CHECK(fb.is_ok());
         std::vector<float> out(st.logits_rows.size() * V);
-        fwd.run(*fb, cache->layers(), *ws, [&](int64_t first, int64_t count, const float* l) {
-            gpu.download(out.data() + first * V, l, count * V * static_cast<int64_t>(sizeof(float)));
-        });
+        const Status ran =
+            fwd.run(*fb, cache->layers(), *ws, [&](int64_t first, int64_t count, const float* l) {
+                gpu.download(out.data() + first * V, l, count * V * static_cast<int64_t>(sizeof(float)));
+            });
+        VOLT_CHECK(ran.is_ok()) << ran.to_string();
         return out;
     };
     const std::vector<float> batch_prefill = step(false);

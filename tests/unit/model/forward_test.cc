@@ -30,9 +30,11 @@ void run_step(Forward& fwd, const KvStore& cache, const HostStep& step, std::vec
     StepUpload upload;
     const ForwardBatch b = ok(upload.upload(fwd.backend(), step));
     out->assign(step.logits_rows.size() * V, 0.0f);
-    fwd.run(b, cache.layers(), ws, [&](int64_t first, int64_t count, const float* logits) {
-        std::copy(logits, logits + count * V, out->begin() + first * V);
-    });
+    ASSERT_TRUE(fwd.run(b, cache.layers(), ws,
+                        [&](int64_t first, int64_t count, const float* logits) {
+                            std::copy(logits, logits + count * V, out->begin() + first * V);
+                        })
+                    .is_ok());
 }
 
 // Runs sequences through `fwd` in steps; step i feeds chunk sizes[i][s] tokens of sequence s (0: none).

@@ -109,8 +109,9 @@ TEST(VllmFlags, DocsHoldExactlyTheTableRows) {
 TEST(VllmFlags, MarkdownRowFormat) {
     EXPECT_EQ(
         flag_markdown_row(*find_vllm_flag("--tensor-parallel-size")),
-        "| `--tensor-parallel-size` | `-tp` | honoured | value | vLLM | GPUs the model is split over, NCCL "
-        "all-reduce (1 on the CPU build) |");
+        "| `--tensor-parallel-size` | `-tp` | honoured | value | vLLM | ranks each layer is split over (must "
+        "divide the KV heads; docs/parallel.md): threads of this process with --device cpu; on GPUs not yet "
+        "(refused) |");
 }
 
 TEST(VllmFlags, UnknownFlagSuggestsNearest) {
@@ -174,7 +175,8 @@ TEST(VllmFlags, ArticleCommandLine1) {
         r->notices,
         (std::vector<std::string>{
             "--enforce-eager: ignored: voltllm does not capture CUDA graphs, so it always runs eagerly",
-            "--disable-custom-all-reduce: ignored: tensor-parallel all-reduce always goes through NCCL here",
+            "--disable-custom-all-reduce: ignored: no custom all-reduce is built yet (the CPU communicators "
+            "have none; the GPU's one-shot peer all-reduce will honour it)",
             "--quantization awq: ignored: the checkpoint's quantization_config decides (gpt-oss: MXFP4 "
             "experts, loaded as they are)"}));
 }

@@ -1,0 +1,375 @@
+#include "cpu/tcp_communicator.h"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "core/check.h"
+#include "core/logging.h"
+#include "cpu/comm_tags.h"
+
+namespace volt::cpu {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr uint32_t kMagic = 0x566f6c74;  // "Volt"
+
+Status sys_error(const std::string& what) { return internal_error(what + ": " + std::strerror(errno)); }
+
+int remaining_ms(Clock::time_point deadline) {
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    return ms <= 0 ? 0 : static_cast<int>(std::min<int64_t>(ms, 1 << 30));
+}
+
+// Waits until fd is readable (POLLIN) or writable (POLLOUT); false at the deadline.
+bool wait_fd(int fd, short events, Clock::time_point deadline) {
+    for (;;) {
+        pollfd p{fd, events, 0};
+        const int r = poll(&p, 1, remaining_ms(deadline));
+        if (r > 0) return true;
+        if (r == 0) return false;
+        if (errno != EINTR) return true;  // let the read/write report it
+    }
+}
+
+// 0: done; 1: the deadline passed; 2: the peer closed or an error (errno set for errors).
+int write_all(int fd, const void* data, int64_t n, Clock::time_point deadline) {
+    auto* p = static_cast<const uint8_t*>(data);
+    while (n > 0) {
+        if (!wait_fd(fd, POLLOUT, deadline)) return 1;
+        const ssize_t w = ::send(fd, p, static_cast<size_t>(n), MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (w < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+        if (w <= 0) return 2;
+        p += w;
+        n -= w;
+    }
+    return 0;
+}
+int read_all(int fd, void* data, int64_t n, Clock::time_point deadline) {
+    auto* p = static_cast<uint8_t*>(data);
+    while (n > 0) {
+        if (!wait_fd(fd, POLLIN, deadline)) return 1;
+        const ssize_t r = ::recv(fd, p, static_cast<size_t>(n), MSG_DONTWAIT);
+        if (r < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+        if (r <= 0) return 2;
+        p += r;
+        n -= r;
+    }
+    return 0;
+}
+
+Result<sockaddr_in> address(const std::string& host, int port) {
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    if (inet_pton(AF_INET, host.c_str(), &a.sin_addr) == 1) return a;
+    // A host name (MASTER_ADDR=localhost, a node's name): its first IPv4 address.
+    addrinfo hints{};
+    hints.ai_family = AF_INET;
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* found = nullptr;
+    if (getaddrinfo(host.c_str(), nullptr, &hints, &found) != 0 || found == nullptr)
+        return invalid_argument("cannot resolve '" + host + "' to an IPv4 address");
+    a.sin_addr = reinterpret_cast<const sockaddr_in*>(found->ai_addr)->sin_addr;
+    freeaddrinfo(found);
+    return a;
+}
+
+void no_delay(int fd) {
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
+// Connects to host:port, retrying until the deadline (the peer may not listen yet).
+Result<int> connect_retry(const sockaddr_in& a, Clock::time_point deadline, const std::string& what) {
+    for (;;) {
+        const int fd = socket(AF_INET, SOCK_STREAM, 0);
+        if (fd < 0) return sys_error("socket");
+        if (connect(fd, reinterpret_cast<const sockaddr*>(&a), sizeof a) == 0) {
+            no_delay(fd);
+            return fd;
+        }
+        close(fd);
+        if (Clock::now() >= deadline)
+            return Status(StatusCode::kUnavailable, "collective watchdog: cannot connect to " + what);
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+}
+
+Result<int> accept_until(int listen_fd, Clock::time_point deadline, sockaddr_in* peer) {
+    if (!wait_fd(listen_fd, POLLIN, deadline)) return Status(StatusCode::kUnavailable, "timeout");
+    socklen_t len = sizeof *peer;
+    const int fd = accept(listen_fd, reinterpret_cast<sockaddr*>(peer), &len);
+    if (fd < 0) return sys_error("accept");
+    no_delay(fd);
+    return fd;
+}
+
+struct Hello {
+    uint32_t magic;
+    int32_t rank, size, port;
+};
+struct PeerAddr {
+    uint32_t ip;  // network order
+    int32_t port;
+};
+struct Header {
+    uint8_t kind;
+    uint8_t pad[7];
+    uint64_t step, seq;
+    int64_t bytes;
+};
+
+class TcpCommunicator : public ops::Communicator {
+  public:
+    TcpCommunicator(int rank, int size, ops::CommunicatorOptions o, std::vector<int> fds)
+        : rank_(rank), size_(size), options_(o), fds_(std::move(fds)) {}
+    ~TcpCommunicator() override {
+        for (int fd : fds_)
+            if (fd >= 0) close(fd);
+    }
+    const char* name() const override { return "tcp"; }
+    int rank() const override { return rank_; }
+    int size() const override { return size_; }
+    void begin_step(uint64_t step) override { tags_.begin_step(step); }
+    uint64_t num_collectives() const override { return tags_.total(); }
+
+    Status all_reduce_sum(float* data, int64_t count) override {
+        const ops::CollectiveTag tag = tags_.next(ops::CollectiveKind::kAllReduceSum, count * 4);
+        VOLT_RETURN_IF_ERROR(failed_);
+        if (size_ == 1) return Status::ok();
+        const int64_t bytes = count * 4;
+        if (rank_ != 0) {
+            VOLT_RETURN_IF_ERROR(put(0, tag, data, bytes));
+            return get(0, tag, data, bytes);
+        }
+        tmp_.resize(static_cast<size_t>(count));
+        for (int r = 1; r < size_; ++r) {  // rank order: ((d0 + d1) + d2) + ...
+            VOLT_RETURN_IF_ERROR(get(r, tag, tmp_.data(), bytes));
+            for (int64_t i = 0; i < count; ++i) data[i] += tmp_[i];
+        }
+        for (int r = 1; r < size_; ++r) VOLT_RETURN_IF_ERROR(put(r, tag, data, bytes));
+        return Status::ok();
+    }
+
+    Status gather(const float* in, const int64_t* counts, float* out, int root) override {
+        int64_t total = 0;
+        for (int r = 0; r < size_; ++r) total += counts[r];
+        const ops::CollectiveTag tag = tags_.next(ops::CollectiveKind::kGather, total * 4);
+        VOLT_RETURN_IF_ERROR(failed_);
+        if (rank_ != root) return put(root, tag, in, counts[rank_] * 4);
+        int64_t off = 0;
+        for (int r = 0; r < size_; ++r) {
+            if (r == rank_) {
+                if (counts[r] > 0) std::memmove(out + off, in, static_cast<size_t>(counts[r]) * 4);
+            } else {
+                VOLT_RETURN_IF_ERROR(get(r, tag, out + off, counts[r] * 4));
+            }
+            off += counts[r];
+        }
+        return Status::ok();
+    }
+
+    Status send(const void* data, int64_t bytes, int peer) override {
+        VOLT_CHECK(peer >= 0 && peer < size_ && peer != rank_) << "send to rank " << peer;
+        const ops::CollectiveTag tag = tags_.next_p2p(true, peer, bytes);
+        VOLT_RETURN_IF_ERROR(failed_);
+        return put(peer, tag, data, bytes);
+    }
+    Status recv(void* data, int64_t bytes, int peer) override {
+        VOLT_CHECK(peer >= 0 && peer < size_ && peer != rank_) << "recv from rank " << peer;
+        const ops::CollectiveTag tag = tags_.next_p2p(false, peer, bytes);
+        VOLT_RETURN_IF_ERROR(failed_);
+        return get(peer, tag, data, bytes);
+    }
+
+  private:
+    Status fail(Status s) {
+        if (failed_.is_ok()) {
+            failed_ = s;
+            spdlog::error("communicator (tcp, rank {} of {}): {}", rank_, size_, s.message());
+        }
+        return failed_;
+    }
+    Status io_failure(int code, int peer, const ops::CollectiveTag& tag) {
+        if (code == 1)
+            return fail(Status(StatusCode::kUnavailable,
+                               "collective watchdog: rank " + std::to_string(rank_) + " waited " +
+                                   seconds_text(options_.timeout_s) + " s for rank " + std::to_string(peer) +
+                                   " in " + ops::describe(tag)));
+        return fail(Status(StatusCode::kUnavailable, "rank " + std::to_string(peer) +
+                                                         " closed its connection (failed or exited) during " +
+                                                         ops::describe(tag) + " of rank " +
+                                                         std::to_string(rank_)));
+    }
+    Clock::time_point deadline() const {
+        return Clock::now() +
+               std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(options_.timeout_s));
+    }
+    Status put(int peer, const ops::CollectiveTag& tag, const void* data, int64_t bytes) {
+        Header h{static_cast<uint8_t>(tag.kind), {}, tag.step, tag.seq, tag.bytes};  // payload: `bytes`
+        const auto dl = deadline();
+        int rc = write_all(fds_[peer], &h, sizeof h, dl);
+        if (rc == 0 && bytes > 0) rc = write_all(fds_[peer], data, bytes, dl);
+        return rc == 0 ? Status::ok() : io_failure(rc, peer, tag);
+    }
+    Status get(int peer, const ops::CollectiveTag& want, void* data, int64_t bytes) {
+        Header h{};
+        const auto dl = deadline();
+        int rc = read_all(fds_[peer], &h, sizeof h, dl);
+        if (rc != 0) return io_failure(rc, peer, want);
+        const ops::CollectiveTag got{static_cast<ops::CollectiveKind>(h.kind), h.step, h.seq, h.bytes};
+        if (got != want)
+            return fail(internal_error("collective order differs across ranks: rank " +
+                                       std::to_string(rank_) + " issued " + ops::describe(want) + ", rank " +
+                                       std::to_string(peer) + " issued " + ops::describe(got)));
+        if (bytes > 0) rc = read_all(fds_[peer], data, bytes, dl);
+        return rc == 0 ? Status::ok() : io_failure(rc, peer, want);
+    }
+
+    const int rank_, size_;
+    const ops::CommunicatorOptions options_;
+    std::vector<int> fds_;  // [size], -1 for this rank
+    TagCounter tags_;
+    Status failed_;
+    std::vector<float> tmp_;
+};
+
+}  // namespace
+
+Result<int> tcp_listen(const std::string& host, int port, int* bound_port) {
+    VOLT_ASSIGN_OR_RETURN(sockaddr_in a, address(host, port));
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0) return sys_error("socket");
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (bind(fd, reinterpret_cast<const sockaddr*>(&a), sizeof a) != 0 || listen(fd, 128) != 0) {
+        const Status s = sys_error("listen on " + host + ":" + std::to_string(port));
+        close(fd);
+        return s;
+    }
+    socklen_t len = sizeof a;
+    getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+    if (bound_port) *bound_port = ntohs(a.sin_port);
+    return fd;
+}
+
+Result<std::unique_ptr<ops::Communicator>> tcp_connect(const TcpOptions& o) {
+    VOLT_CHECK(o.size >= 1 && o.rank >= 0 && o.rank < o.size) << "rank " << o.rank << " of " << o.size;
+    const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                             std::chrono::duration<double>(o.comm.timeout_s));
+    std::vector<int> fds(o.size, -1);
+    auto cleanup = [&](int listen_fd) {
+        if (listen_fd >= 0) close(listen_fd);
+    };
+    if (o.size == 1)
+        return std::unique_ptr<ops::Communicator>(std::make_unique<TcpCommunicator>(0, 1, o.comm, fds));
+    auto watchdog = [&](const std::string& what) {
+        return Status(StatusCode::kUnavailable, "collective watchdog: rank " + std::to_string(o.rank) +
+                                                    " waited " + seconds_text(o.comm.timeout_s) +
+                                                    " s at start-up for " + what);
+    };
+    if (o.rank == 0) {
+        int lfd = o.listen_fd;
+        if (lfd < 0) {
+            VOLT_ASSIGN_OR_RETURN(lfd, tcp_listen(o.host, o.port, nullptr));
+        }
+        std::vector<PeerAddr> table(o.size);
+        for (int n = 1; n < o.size; ++n) {
+            sockaddr_in peer{};
+            auto fd = accept_until(lfd, deadline, &peer);
+            if (!fd.is_ok()) {
+                std::string missing;
+                for (int r = 1; r < o.size; ++r)
+                    if (fds[r] < 0) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+                cleanup(lfd);
+                return watchdog("ranks " + missing + " to connect");
+            }
+            Hello h{};
+            if (read_all(*fd, &h, sizeof h, deadline) != 0 || h.magic != kMagic || h.rank <= 0 ||
+                h.rank >= o.size || fds[h.rank] >= 0) {
+                close(*fd);
+                --n;  // not one of ours (or a duplicate): keep waiting
+                continue;
+            }
+            if (h.size != o.size) {
+                close(*fd);
+                cleanup(lfd);
+                return invalid_argument("rank " + std::to_string(h.rank) + " joined a group of " +
+                                        std::to_string(h.size) + " ranks, rank 0 one of " +
+                                        std::to_string(o.size));
+            }
+            fds[h.rank] = *fd;
+            table[h.rank] = {peer.sin_addr.s_addr, h.port};
+        }
+        cleanup(lfd);
+        for (int r = 1; r < o.size; ++r)
+            if (write_all(fds[r], table.data(), static_cast<int64_t>(table.size() * sizeof(PeerAddr)),
+                          deadline) != 0)
+                return watchdog("rank " + std::to_string(r) + " to take the address table");
+    } else {
+        int my_port = 0;
+        VOLT_ASSIGN_OR_RETURN(const int lfd, tcp_listen("0.0.0.0", 0, &my_port));
+        VOLT_ASSIGN_OR_RETURN(sockaddr_in root, address(o.host, o.port));
+        auto fd0 = connect_retry(root, deadline, "rank 0 at " + o.host + ":" + std::to_string(o.port));
+        if (!fd0.is_ok()) {
+            cleanup(lfd);
+            return fd0.status();
+        }
+        fds[0] = *fd0;
+        const Hello h{kMagic, o.rank, o.size, my_port};
+        std::vector<PeerAddr> table(o.size);
+        if (write_all(fds[0], &h, sizeof h, deadline) != 0 ||
+            read_all(fds[0], table.data(), static_cast<int64_t>(table.size() * sizeof(PeerAddr)), deadline) !=
+                0) {
+            cleanup(lfd);
+            return watchdog("rank 0's address table");
+        }
+        // Mesh among ranks 1..: connect to the lower ranks, accept the higher ones.
+        for (int r = 1; r < o.rank; ++r) {
+            sockaddr_in a{};
+            a.sin_family = AF_INET;
+            a.sin_port = htons(static_cast<uint16_t>(table[r].port));
+            a.sin_addr.s_addr = table[r].ip;
+            auto fd = connect_retry(a, deadline, "rank " + std::to_string(r));
+            if (!fd.is_ok()) {
+                cleanup(lfd);
+                return fd.status();
+            }
+            fds[r] = *fd;
+            const Hello me{kMagic, o.rank, o.size, 0};
+            if (write_all(fds[r], &me, sizeof me, deadline) != 0) {
+                cleanup(lfd);
+                return watchdog("rank " + std::to_string(r));
+            }
+        }
+        for (int n = o.rank + 1; n < o.size; ++n) {
+            sockaddr_in peer{};
+            auto fd = accept_until(lfd, deadline, &peer);
+            Hello got{};
+            if (!fd.is_ok() || read_all(*fd, &got, sizeof got, deadline) != 0 || got.magic != kMagic ||
+                got.rank <= o.rank || got.rank >= o.size || fds[got.rank] >= 0) {
+                if (fd.is_ok()) close(*fd);
+                cleanup(lfd);
+                return watchdog("the ranks above " + std::to_string(o.rank) + " to connect");
+            }
+            fds[got.rank] = *fd;
+        }
+        cleanup(lfd);
+    }
+    return std::unique_ptr<ops::Communicator>(
+        std::make_unique<TcpCommunicator>(o.rank, o.size, o.comm, std::move(fds)));
+}
+
+}  // namespace volt::cpu

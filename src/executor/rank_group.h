@@ -1,0 +1,80 @@
+// The ranks of a tensor x pipeline parallel model in one process (docs/parallel.md): rank i =
+// pp_rank * tp + tp_rank holds its shard (model/shard.h) placed on its own backend, a Forward wired to
+// its two communicators (tp: the ranks of its stage; pp: the stages of its tp lane), and a thread of its
+// own; run(fn) calls fn(i) on every rank's thread and waits for all. TP = PP = 1 is the whole model on
+// the caller's thread (no thread, no communicator). The communicators come from a CommFactory: by default
+// the CPU's threads of this process (cpu/thread_communicator.h); a GPU build passes its own.
+// Tests: tests/unit/executor/parallel_test.cc.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "model/forward.h"
+#include "model/shard.h"
+#include "ops/communicator.h"
+#include "ops/ops.h"
+
+namespace volt::executor {
+
+struct Rank {
+    int index = 0, tp_rank = 0, pp_rank = 0;
+    std::unique_ptr<ops::Backend> backend;
+    std::shared_ptr<const model::ModelWeights> shard;
+    std::unique_ptr<model::Forward> forward;
+    std::unique_ptr<ops::Communicator> tp_comm, pp_comm;
+};
+
+using BackendFactory = std::function<Result<std::unique_ptr<ops::Backend>>(int rank)>;
+
+// Every rank's communicators: tp[i] joins rank i to the ranks of its pipeline stage (tp ranks 0..T-1 of
+// stage i / T, communicator rank = tp rank), pp[i] to the stages of its tp lane (communicator rank =
+// pp rank); fail_all fails every one of them (sticky), so a rank that fails outside a collective stops
+// its peers from waiting.
+struct CommSet {
+    std::vector<std::unique_ptr<ops::Communicator>> tp, pp;  // [world size]
+    std::function<void(const Status&)> fail_all;
+};
+using CommFactory =
+    std::function<Result<CommSet>(const model::ParallelConfig&, const ops::CommunicatorOptions&)>;
+// The CPU's: one cpu::ThreadGroup per stage and per tp lane (the default of RankGroup::create).
+Result<CommSet> thread_communicators(const model::ParallelConfig& p, const ops::CommunicatorOptions& options);
+
+class RankGroup {
+  public:
+    // Shards `weights` (check_parallel's refusals), places every shard on make_backend(i). Errors: the
+    // refusal, the backends' and placement's.
+    static Result<std::unique_ptr<RankGroup>> create(std::shared_ptr<const model::ModelWeights> weights,
+                                                     const model::ParallelConfig& parallel,
+                                                     const BackendFactory& make_backend,
+                                                     const ops::CommunicatorOptions& comm_options = {},
+                                                     const CommFactory& make_comms = thread_communicators);
+    ~RankGroup();
+
+    int size() const { return static_cast<int>(ranks_.size()); }
+    const model::ParallelConfig& parallel() const { return parallel_; }
+    Rank& rank(int i) { return *ranks_[i]; }
+    // The rank that sees the gathered logits and samples: tp rank 0 of the last pipeline stage.
+    int output_rank() const {
+        return (parallel_.pipeline_parallel_size - 1) * parallel_.tensor_parallel_size;
+    }
+
+    // Calls fn(i) for every rank on its own thread and returns when all have returned: ok, or the first
+    // rank's error (a failing rank fails the groups' communicators so its peers stop waiting).
+    Status run(const std::function<Status(int)>& fn);
+    // Fails every communicator of the group now (sticky): waiting and later collectives return `why`.
+    void fail(const Status& why) {
+        if (fail_all_) fail_all_(why);
+    }
+
+  private:
+    struct Workers;
+    RankGroup() = default;
+    model::ParallelConfig parallel_;
+    std::vector<std::unique_ptr<Rank>> ranks_;
+    std::function<void(const Status&)> fail_all_;
+    std::unique_ptr<Workers> workers_;
+};
+
+}  // namespace volt::executor

@@ -1,0 +1,251 @@
+// The CPU communicators (cpu/thread_communicator.h): the all-reduce is the rank-order sum, computed here
+// independently in the test, bitwise equal on every rank; gather concatenates in rank order; send/recv
+// carry bytes; ranks that issue different collectives fail with a message naming both; a rank that never
+// arrives trips the watchdog (kUnavailable naming the missing rank) and every later call fails at once.
+// The TCP communicator (cpu/tcp_communicator.h) does the same across forked processes on this host, its
+// all-reduce bitwise equal to the rank-order sum; a peer that exits fails the collective at once.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "cpu/tcp_communicator.h"
+#include "cpu/thread_communicator.h"
+
+namespace volt::cpu {
+namespace {
+
+// Runs fn(rank, comm) on one thread per rank; returns each rank's status.
+std::vector<Status> on_ranks(const ThreadGroup& g, const std::function<Status(int, ops::Communicator&)>& fn) {
+    std::vector<Status> out(g.size());
+    std::vector<std::thread> threads;
+    for (int r = 0; r < g.size(); ++r)
+        threads.emplace_back([&, r] {
+            auto comm = g.communicator(r);
+            comm->begin_step(0);
+            out[r] = fn(r, *comm);
+        });
+    for (auto& t : threads) t.join();
+    return out;
+}
+
+std::vector<float> random_values(int64_t n, uint32_t seed) {
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<float> d(-1e3f, 1e3f);
+    std::vector<float> v(n);
+    for (auto& x : v) x = d(rng);
+    return v;
+}
+
+TEST(ThreadCommunicator, AllReduceIsTheRankOrderSumOnEveryRank) {
+    for (int n : {1, 2, 3, 4, 8}) {
+        const int64_t count = 1037;  // not a multiple of any rank count: uneven slices
+        std::vector<std::vector<float>> in(n), out(n);
+        for (int r = 0; r < n; ++r) in[r] = out[r] = random_values(count, 100 + r);
+        std::vector<float> want(count);
+        for (int64_t i = 0; i < count; ++i) {
+            float s = in[0][i];
+            for (int r = 1; r < n; ++r) s += in[r][i];
+            want[i] = s;
+        }
+        ThreadGroup g(n);
+        auto st = on_ranks(g, [&](int r, ops::Communicator& c) {
+            VOLT_RETURN_IF_ERROR(c.all_reduce_sum(out[r].data(), count));
+            return c.all_reduce_sum(out[r].data(), 0);  // empty messages work too
+        });
+        for (int r = 0; r < n; ++r) {
+            ASSERT_TRUE(st[r].is_ok()) << st[r].to_string();
+            EXPECT_EQ(0, std::memcmp(out[r].data(), want.data(), count * sizeof(float)))
+                << n << " ranks, rank " << r;
+        }
+    }
+}
+
+TEST(ThreadCommunicator, GatherConcatenatesInRankOrder) {
+    const int n = 4;
+    const int64_t counts[n] = {3, 0, 2, 1};  // a rank with nothing to send
+    std::vector<float> got(6, -1.0f);
+    ThreadGroup g(n);
+    auto st = on_ranks(g, [&](int r, ops::Communicator& c) {
+        std::vector<float> mine(counts[r]);
+        for (int64_t i = 0; i < counts[r]; ++i) mine[i] = static_cast<float>(10 * r + i);
+        return c.gather(mine.data(), counts, r == 2 ? got.data() : nullptr, 2);
+    });
+    for (const Status& s : st) ASSERT_TRUE(s.is_ok()) << s.to_string();
+    EXPECT_EQ(got, (std::vector<float>{0, 1, 2, 20, 21, 30}));
+}
+
+TEST(ThreadCommunicator, SendRecvCarriesBytesAlongAPipeline) {
+    const int n = 3;
+    std::vector<int32_t> seen(n, 0);
+    ThreadGroup g(n);
+    auto st = on_ranks(g, [&](int r, ops::Communicator& c) {
+        for (int step = 0; step < 5; ++step) {
+            int32_t v = 0;
+            if (r > 0) VOLT_RETURN_IF_ERROR(c.recv(&v, sizeof v, r - 1));
+            v = v * 10 + r + 1;
+            if (r < n - 1) VOLT_RETURN_IF_ERROR(c.send(&v, sizeof v, r + 1));
+            seen[r] = v;
+        }
+        return Status::ok();
+    });
+    for (const Status& s : st) ASSERT_TRUE(s.is_ok()) << s.to_string();
+    EXPECT_EQ(seen, (std::vector<int32_t>{1, 12, 123}));
+}
+
+TEST(ThreadCommunicator, DifferentCollectivesFailOnEveryRankNamingBoth) {
+    ThreadGroup g(2);
+    auto st = on_ranks(g, [&](int r, ops::Communicator& c) {
+        std::vector<float> v(8, 1.0f);
+        return c.all_reduce_sum(v.data(), r == 0 ? 8 : 4);  // rank 1 issues a different size
+    });
+    for (const Status& s : st) {
+        ASSERT_FALSE(s.is_ok());
+        EXPECT_NE(s.message().find("collective order differs"), std::string::npos) << s.message();
+        EXPECT_NE(s.message().find("32 bytes"), std::string::npos) << s.message();
+        EXPECT_NE(s.message().find("16 bytes"), std::string::npos) << s.message();
+    }
+}
+
+TEST(ThreadCommunicator, WatchdogFailsARankWaitingForAPeerThatNeverComes) {
+    ThreadGroup g(3, {.timeout_s = 0.2});
+    auto st = on_ranks(g, [&](int r, ops::Communicator& c) {
+        std::vector<float> v(4, 1.0f);
+        if (r == 2) return Status::ok();  // rank 2 skips the collective
+        return c.all_reduce_sum(v.data(), 4);
+    });
+    for (int r = 0; r < 2; ++r) {
+        ASSERT_EQ(st[r].code(), StatusCode::kUnavailable) << st[r].to_string();
+        EXPECT_NE(st[r].message().find("collective watchdog"), std::string::npos) << st[r].message();
+        EXPECT_NE(st[r].message().find("for ranks 2"), std::string::npos) << st[r].message();
+    }
+    // The group stays failed: rank 2 arriving late fails at once instead of waiting.
+    auto late = g.communicator(2);
+    std::vector<float> v(4, 1.0f);
+    EXPECT_EQ(late->all_reduce_sum(v.data(), 4).code(), StatusCode::kUnavailable);
+}
+
+TEST(ThreadCommunicator, RecvWatchdogAndExplicitFailure) {
+    ThreadGroup g(2, {.timeout_s = 0.2});
+    auto c1 = g.communicator(1);
+    int32_t v = 0;
+    EXPECT_EQ(c1->recv(&v, sizeof v, 0).code(), StatusCode::kUnavailable);
+    ThreadGroup h(2);
+    h.fail(internal_error("rank 0 ran out of memory"));
+    auto c0 = h.communicator(0);
+    const Status s = c0->all_reduce_sum(nullptr, 0);
+    EXPECT_EQ(s.message(), "rank 0 ran out of memory");
+}
+
+// ---- processes over TCP ------------------------------------------------------------------------------
+
+// Forks n processes, rank r runs fn(r, its communicator) and exits with its result (0: as expected); the
+// parent returns every exit code (the rendezvous failing: 100).
+std::vector<int> in_processes(int n, double timeout_s,
+                              const std::function<int(int, ops::Communicator&)>& fn) {
+    int port = 0;
+    auto lfd = tcp_listen("127.0.0.1", 0, &port);
+    EXPECT_TRUE(lfd.is_ok()) << lfd.status().to_string();
+    if (!lfd.is_ok()) return {};
+    std::vector<pid_t> pids;
+    for (int r = 0; r < n; ++r) {
+        const pid_t pid = fork();
+        if (pid == 0) {
+            if (r != 0) close(*lfd);
+            auto comm = tcp_connect({.rank = r,
+                                     .size = n,
+                                     .host = "127.0.0.1",
+                                     .port = port,
+                                     .listen_fd = r == 0 ? *lfd : -1,
+                                     .comm = {.timeout_s = timeout_s}});
+            if (!comm.is_ok()) {
+                std::fprintf(stderr, "rank %d: %s\n", r, comm.status().to_string().c_str());
+                _exit(100);
+            }
+            (*comm)->begin_step(0);
+            _exit(fn(r, **comm));
+        }
+        pids.push_back(pid);
+    }
+    close(*lfd);
+    std::vector<int> codes;
+    for (pid_t pid : pids) {
+        int status = 0;
+        waitpid(pid, &status, 0);
+        codes.push_back(WIFEXITED(status) ? WEXITSTATUS(status) : 200);
+    }
+    return codes;
+}
+
+TEST(TcpCommunicator, ProcessesAllReduceGatherAndPipelineLikeThreads) {
+    for (int n : {2, 3, 4}) {
+        const int64_t count = 1037;
+        const auto codes = in_processes(n, 30.0, [&](int r, ops::Communicator& c) {
+            // The rank-order sum, from every rank's seeded values (what the thread test checks too).
+            std::vector<float> want(count), mine = random_values(count, 100 + r);
+            std::vector<std::vector<float>> all(n);
+            for (int q = 0; q < n; ++q) all[q] = random_values(count, 100 + q);
+            for (int64_t i = 0; i < count; ++i) {
+                float s = all[0][i];
+                for (int q = 1; q < n; ++q) s += all[q][i];
+                want[i] = s;
+            }
+            if (!c.all_reduce_sum(mine.data(), count).is_ok()) return 1;
+            if (std::memcmp(mine.data(), want.data(), count * sizeof(float)) != 0) return 2;
+            std::vector<int64_t> counts(n);
+            for (int q = 0; q < n; ++q) counts[q] = q % 2 == 0 ? 2 : 0;  // odd ranks send nothing
+            std::vector<float> part(counts[r], static_cast<float>(r)), got(2 * ((n + 1) / 2), -1.0f);
+            if (!c.gather(part.data(), counts.data(), got.data(), n - 1).is_ok()) return 3;
+            if (r == n - 1) {
+                for (size_t i = 0; i < got.size(); ++i)
+                    if (got[i] != static_cast<float>(2 * (i / 2))) return 4;
+            }
+            int32_t v = 0;
+            if (r > 0 && !c.recv(&v, sizeof v, r - 1).is_ok()) return 5;
+            v = v * 10 + r + 1;
+            if (r < n - 1 && !c.send(&v, sizeof v, r + 1).is_ok()) return 6;
+            if (r == n - 1 && n == 4 && v != 1234) return 7;
+            return 0;
+        });
+        EXPECT_EQ(codes, std::vector<int>(n, 0)) << n << " processes";
+    }
+}
+
+TEST(TcpCommunicator, DifferentCollectivesAndAVanishedPeerFail) {
+    // Rank 1 issues a smaller all-reduce: rank 0 names both; rank 1 then finds rank 0 gone (it exited).
+    auto codes = in_processes(2, 30.0, [](int r, ops::Communicator& c) {
+        std::vector<float> v(8, 1.0f);
+        const Status s = c.all_reduce_sum(v.data(), r == 0 ? 8 : 4);
+        if (s.is_ok()) return 1;
+        if (r == 0)
+            return s.message().find("collective order differs") != std::string::npos &&
+                           s.message().find("16 bytes") != std::string::npos
+                       ? 0
+                       : 2;
+        return s.code() == StatusCode::kUnavailable ? 0 : 3;
+    });
+    EXPECT_EQ(codes, (std::vector<int>{0, 0}));
+    // A rank that never issues the collective but stays alive trips rank 0's watchdog.
+    codes = in_processes(2, 0.3, [](int r, ops::Communicator& c) {
+        if (r == 1) {
+            std::this_thread::sleep_for(std::chrono::seconds(1));
+            return 0;
+        }
+        std::vector<float> v(8, 1.0f);
+        const Status s = c.all_reduce_sum(v.data(), 8);
+        return s.code() == StatusCode::kUnavailable &&
+                       s.message().find("collective watchdog") != std::string::npos
+                   ? 0
+                   : 1;
+    });
+    EXPECT_EQ(codes, (std::vector<int>{0, 0}));
+}
+
+}  // namespace
+}  // namespace volt::cpu
