@@ -25,7 +25,8 @@ class EngineShared {
     bool stop = false;
     bool woken = false;
     int64_t next_id = 0;
-    int64_t num_waiting = 0;  // waiting sequences at the end of the last step
+    int64_t num_waiting = 0;   // waiting sequences at the end of the last step
+    int64_t num_finished = 0;  // handles whose every choice finished (pushed); next_id - this are pending
     void wake() {
         {
             std::lock_guard<std::mutex> l(mu);
@@ -71,11 +72,16 @@ bool RequestHandle::aborted() const {
 
 void RequestHandle::push(RequestOutput out) {
     std::function<void()> notify;
+    bool last = false;
     {
         std::lock_guard<std::mutex> l(mu_);
-        if (out.finish != FinishReason::kNone) ++finished_pushed_;
+        if (out.finish != FinishReason::kNone) last = ++finished_pushed_ == n_;
         queue_.push_back(std::move(out));
         notify = notify_;
+    }
+    if (last && shared_) {
+        std::lock_guard<std::mutex> l(shared_->mu);
+        ++shared_->num_finished;
     }
     cv_.notify_all();
     if (notify) notify();
@@ -94,6 +100,7 @@ class Engine::Impl {
     mutable std::mutex stats_mu;
     EngineStats stats;
     std::deque<int64_t> step_tokens;  // guarded by stats_mu; take_step_tokens()
+    EngineHeartbeat beat;             // guarded by stats_mu
     std::thread thread;
     std::once_flag shutdown_once;
 
@@ -113,8 +120,14 @@ void Engine::Impl::loop() {
             incoming.swap(shared->incoming);
             stop = shared->stop;
         }
+        const bool was_idle = !core->has_requests();
         for (auto& p : incoming)
             core->add_request(std::move(p.handle), std::move(p.prompt), std::move(p.params), p.seed, p.group);
+        {
+            // Work taken while idle starts the clock of the step bound now, not at the last step.
+            std::lock_guard<std::mutex> l(stats_mu);
+            if (was_idle) beat.last_beat = std::chrono::steady_clock::now();
+        }
         if (stop) {
             core->abort_all();
             break;
@@ -133,6 +146,9 @@ void Engine::Impl::loop() {
                 step_tokens.push_back(tokens);
                 if (step_tokens.size() > 65536) step_tokens.pop_front();
             }
+            beat.steps = stats.num_steps;
+            beat.tokens = stats.prompt_tokens + stats.generated_tokens;
+            beat.last_beat = std::chrono::steady_clock::now();
         }
         {
             std::lock_guard<std::mutex> l(shared->mu);
@@ -141,6 +157,24 @@ void Engine::Impl::loop() {
     }
     std::lock_guard<std::mutex> l(stats_mu);
     stats = core->stats();
+    beat.stopped = true;
+}
+
+bool engine_healthy(const EngineHeartbeat& hb, std::chrono::steady_clock::time_point now,
+                    std::chrono::milliseconds step_bound) {
+    if (hb.stopped) return false;
+    return hb.pending_requests == 0 || now - hb.last_beat <= step_bound;
+}
+
+EngineHeartbeat Engine::heartbeat() const {
+    EngineHeartbeat hb;
+    {
+        std::lock_guard<std::mutex> l(impl_->stats_mu);
+        hb = impl_->beat;
+    }
+    std::lock_guard<std::mutex> l(impl_->shared->mu);
+    hb.pending_requests = impl_->shared->next_id - impl_->shared->num_finished;
+    return hb;
 }
 
 Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -152,6 +186,7 @@ Result<std::unique_ptr<Engine>> Engine::create(EngineConfig config, std::unique_
     impl->executor = std::move(executor);
     VOLT_ASSIGN_OR_RETURN(impl->core, EngineCore::create(std::move(config), impl->executor.get()));
     impl->stats = impl->core->stats();
+    impl->beat.last_beat = std::chrono::steady_clock::now();
     const KvPlan& plan = impl->core->plan();
     spdlog::info("engine: KV blocks of {} tokens: {} full-attention, {} sliding-window; max_model_len {}",
                  impl->core->config().block_size, plan.num_blocks[0], plan.num_blocks[1], plan.max_model_len);
