@@ -23,7 +23,9 @@ namespace {
 struct RouterFlags {
     std::string host = "127.0.0.1", api_key, backend_api_key, log_dir;
     int port = 8000, launch = 0, gpus_per_instance = 1, base_port = 0;
-    std::vector<std::string> backends, command, supervise_args;
+    std::vector<std::string> backends, command;
+    // Passed to each launched `voltllm supervise` (its flags of the same names), when set.
+    std::string probe_interval, probe_timeout, unhealthy_timeout, ready_timeout;
     bool prefix_affinity = false;
     double connect_timeout = 2, first_byte_timeout = 60, idle_timeout = 120, health_interval = 1;
     double health_timeout = 2, eject_time = 2, shutdown_timeout = 30;
@@ -72,12 +74,21 @@ void run_router(const RouterFlags& f) {
                 fail(
                     "--launch gives each server its own port (--launch-base-port + i): drop --port after --");
         }
+        if (f.base_port <= 0 && f.port <= 0) fail("--port 0 with --launch: give --launch-base-port");
         const int base = f.base_port > 0 ? f.base_port : f.port + 1;
         for (int i = 0; i < f.launch; ++i) {
             const int port = base + i;
             supervisor::SpawnOptions so;
             so.argv = {"voltllm", "supervise"};
-            for (const std::string& a : f.supervise_args) so.argv.push_back(a);
+            for (const auto& [flag, value] :
+                 {std::pair<const char*, const std::string*>{"--probe-interval", &f.probe_interval},
+                  {"--probe-timeout", &f.probe_timeout},
+                  {"--unhealthy-timeout", &f.unhealthy_timeout},
+                  {"--ready-timeout", &f.ready_timeout}}) {
+                if (value->empty()) continue;
+                so.argv.push_back(flag);
+                so.argv.push_back(*value);
+            }
             if (!f.log_dir.empty()) {
                 so.argv.push_back("--log-file");
                 so.argv.push_back(f.log_dir + "/instance-" + std::to_string(i) + ".log");
@@ -154,9 +165,12 @@ void register_router(CLI::App& app) {
     cmd->add_option("--launch-base-port", f->base_port,
                     "Port of launched server 0 (then +1 each; default --port + 1)");
     cmd->add_option("--launch-log-dir", f->log_dir, "Launched servers log to DIR/instance-I.log");
-    cmd->add_option(
-        "--supervise-arg", f->supervise_args,
-        "An option for each launched supervisor (repeat; e.g. --supervise-arg=--probe-interval=2)");
+    cmd->add_option("--probe-interval", f->probe_interval,
+                    "With --launch: each supervisor's --probe-interval");
+    cmd->add_option("--probe-timeout", f->probe_timeout, "With --launch: each supervisor's --probe-timeout");
+    cmd->add_option("--unhealthy-timeout", f->unhealthy_timeout,
+                    "With --launch: each supervisor's --unhealthy-timeout");
+    cmd->add_option("--ready-timeout", f->ready_timeout, "With --launch: each supervisor's --ready-timeout");
     cmd->add_option("command", f->command, "With --launch: the server's command line after --");
     cmd->add_option("--host", f->host, "Address to listen on")->capture_default_str();
     cmd->add_option("--port", f->port, "Port (0: any free port, printed at start)")->capture_default_str();

@@ -366,16 +366,29 @@ void Router::forward(std::shared_ptr<Proxy> p) {
         ++b->requests;
         server::HttpClient c(b->host, b->port, config_.first_byte_timeout);
         c.set_timeouts({config_.connect_timeout, config_.first_byte_timeout, config_.idle_timeout});
-        bool relayed = false;
+        // The backend's head is held until the first piece of its body (or its end), so that a backend
+        // that fails in between is still retried: nothing has reached the client yet.
+        bool relayed = false, got_head = false;
         int status = 0;
-        std::string type, held;
+        std::string type, retry_after, held;
+        auto relay_head = [&] {
+            {
+                std::lock_guard<std::mutex> l(p->mu);
+                p->head = true;
+                p->status = status;
+                p->content_type = type;
+                if (!retry_after.empty()) p->headers.emplace_back("Retry-After", retry_after);
+            }
+            relayed = true;
+        };
         auto r = c.stream(
             "POST", p->target, p->body, p->forward_headers,
             [&](std::string_view piece) {
-                if (!relayed) {
+                if (!got_head) {
                     held.append(piece);  // a 5xx answer, kept for when no other backend does better
                     return true;
                 }
+                if (!relayed) relay_head();
                 {
                     std::unique_lock<std::mutex> l(p->mu);
                     p->cv.wait(l, [&] { return p->buf.size() < kMaxBuffered || p->cancelled; });
@@ -389,18 +402,10 @@ void Router::forward(std::shared_ptr<Proxy> p) {
             [&](const server::HttpClientResponse& h) {
                 status = h.status;
                 type = h.header("Content-Type");
-                if (status >= 500) return;
-                {
-                    std::lock_guard<std::mutex> l(p->mu);
-                    p->head = true;
-                    p->status = status;
-                    p->content_type = type;
-                    const std::string retry = h.header("Retry-After");
-                    if (!retry.empty()) p->headers.emplace_back("Retry-After", retry);
-                }
-                relayed = true;
-                p->notify();
+                retry_after = h.header("Retry-After");
+                got_head = status < 500;
             });
+        if (got_head && !relayed && r.is_ok()) relay_head();  // an empty body
         --b->outstanding;
         bool cancelled;
         {

@@ -7,11 +7,12 @@
 // prompt's first bytes) among them. Health: an active check of GET /health per backend every
 // health_interval (re-admission after readmit_after good ones in a row, eject_min after the ejection at
 // the earliest); passive ejection on a connect error, a timeout (connect, first byte, idle) or a 5xx.
-// A request is retried on another backend only while nothing of it has reached the client (no head
-// sent); a backend failing after that ends an SSE stream with an error event then [DONE], and any other
-// body as a broken chunked message (never a complete-looking truncation). GET /v1/models is the union
-// of the admitted backends' lists; GET /metrics is Prometheus text per backend; GET /health is 200 while
-// a backend is admitted. Tests: tests/unit/router/router_test.cc, tests/api/chaos.test.mjs.
+// A request is retried on another backend only while nothing of it has reached the client (the
+// backend's head is relayed together with the first bytes of its body); a backend failing after that ends an
+// SSE stream with an error event then [DONE], and any other body as a broken chunked message (never a
+// complete-looking truncation). GET /v1/models is the union of the admitted backends' lists; GET /metrics is
+// Prometheus text per backend; GET /health is 200 while a backend is admitted. Tests:
+// tests/unit/router/router_test.cc, tests/api/chaos.test.mjs.
 #pragma once
 
 #include <atomic>
