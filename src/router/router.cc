@@ -210,7 +210,10 @@ Router::Router(RouterConfig config) : config_(std::move(config)), server_(config
 
 Router::~Router() {
     shutdown();
-    stopping_.store(true);
+    {
+        std::lock_guard<std::mutex> l(stop_mu_);
+        stopping_.store(true);
+    }
     stop_cv_.notify_all();
     for (std::thread& t : health_threads_) {
         if (t.joinable()) t.join();
@@ -229,8 +232,14 @@ Status Router::start() {
 
 void Router::run() {
     server_.run();
-    stopping_.store(true);
+    {
+        std::lock_guard<std::mutex> l(stop_mu_);
+        stopping_.store(true);
+    }
     stop_cv_.notify_all();
+    for (std::thread& t : health_threads_) {
+        if (t.joinable()) t.join();
+    }
     // Workers end when their backend answer ends or their client is gone; bounded by the timeouts.
     const auto deadline = Clock::now() + std::chrono::seconds(10);
     while (workers_.load() > 0 && Clock::now() < deadline) std::this_thread::sleep_for(milliseconds(20));
