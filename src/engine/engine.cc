@@ -1,6 +1,7 @@
 // Engine: EngineCore on its own thread, fed through a mutex-protected queue; RequestHandle channels.
 #include "engine/engine.h"
 
+#include <algorithm>
 #include <random>
 #include <thread>
 
@@ -25,8 +26,13 @@ class EngineShared {
     bool stop = false;
     bool woken = false;
     int64_t next_id = 0;
-    int64_t num_waiting = 0;   // waiting sequences at the end of the last step
-    int64_t num_finished = 0;  // handles whose every choice finished (pushed); next_id - this are pending
+    int64_t num_waiting = 0;  // waiting sequences at the end of the last step
+    int64_t num_finished = 0;
+    // When the first request of a busy spell was submitted (nothing was pending before it): the step
+    // bound of /health runs from here until the engine thread beats, so no read between the submit and
+    // the engine's wake-up sees an idle engine's old beat as a hang.
+    std::chrono::steady_clock::time_point
+        work_since{};  // handles whose every choice finished (pushed); next_id - this are pending
     void wake() {
         {
             std::lock_guard<std::mutex> l(mu);
@@ -174,6 +180,7 @@ EngineHeartbeat Engine::heartbeat() const {
     }
     std::lock_guard<std::mutex> l(impl_->shared->mu);
     hb.pending_requests = impl_->shared->next_id - impl_->shared->num_finished;
+    hb.last_beat = std::max(hb.last_beat, impl_->shared->work_since);
     return hb;
 }
 
@@ -215,6 +222,8 @@ Result<std::shared_ptr<RequestHandle>> Engine::submit(std::vector<int32_t> promp
             return resource_exhausted("the waiting queue is full (" + std::to_string(queued) +
                                       " requests, max_queued_requests " +
                                       std::to_string(impl_->core->config().max_queued_requests) + ")");
+        if (impl_->shared->next_id == impl_->shared->num_finished)
+            impl_->shared->work_since = std::chrono::steady_clock::now();
         handle = std::make_shared<RequestHandle>(
             impl_->shared->next_id++, static_cast<int32_t>(prompt.size()), params.n, impl_->shared);
         impl_->shared->incoming.push_back({handle, std::move(prompt), std::move(params), seed, group});

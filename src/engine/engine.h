@@ -114,8 +114,9 @@ struct EngineHeartbeat {
     int64_t steps = 0;             // steps completed
     int64_t tokens = 0;            // prompt + generated tokens computed so far
     int64_t pending_requests = 0;  // submitted and not finished (incoming, waiting, running)
-    // The engine thread's last sign of life: the end of its last step, or the moment it took new work
-    // while idle. With work pending, now - last_beat is how long the current step has run.
+    // The engine thread's last sign of life: the end of its last step, or the moment new work reached
+    // an idle engine (submitted, or taken by the thread). With work pending, now - last_beat is how long the
+    // current step has run.
     std::chrono::steady_clock::time_point last_beat{};
     bool stopped = false;  // the engine thread has ended (shutdown)
 };
