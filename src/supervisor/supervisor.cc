@@ -251,6 +251,7 @@ int Supervisor::run() {
                            ": forwarding SIGTERM to pid " + std::to_string(pid) + " and waiting for it");
                 set_state("stopping", pid);
                 kill(pid, SIGTERM);
+                kill(pid, SIGCONT);  // a stopped server could not act on it otherwise
                 int st = 0;
                 while (!reap(pid, &st)) {
                     if (wait_signal(tick) > 0) {

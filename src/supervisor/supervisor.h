@@ -6,9 +6,9 @@
 // slow under load is not sick. Sick for unhealthy_timeout in a row, not ready in time, or exited: the
 // child is ended (SIGKILL when stopped, else SIGTERM then SIGKILL after kill_grace) and restarted after
 // an exponential backoff (backoff_initial doubling up to backoff_max; back to the start after the child
-// has been ready for stable_after). SIGTERM/SIGINT are forwarded to the child, and the supervisor exits
-// with it once it has drained (a second signal: SIGKILL). Restarts are marked in the log and reported
-// on GET /status (status_port) and in log lines. docs/operations.md. Tests:
+// has been ready for stable_after). SIGTERM/SIGINT are forwarded to the child (with SIGCONT), and the
+// supervisor exits with it once it has drained (a second signal: SIGKILL). Restarts are marked in the log and
+// reported on GET /status (status_port) and in log lines. docs/operations.md. Tests:
 // tests/unit/supervisor/supervisor_test.cc, tests/api/chaos.test.mjs.
 #pragma once
 

@@ -37,7 +37,15 @@ async function freePort() {
 // running (SIGCONT first: a stopped process may be among them). Pids only, never names.
 const spawned = [];
 const serverPids = new Set();
-function cleanup() {
+// A failing test: SIGTERM first (a supervisor forwards it to its server, even one whose pid the test
+// never learned), then SIGKILL what is left.
+async function cleanup() {
+    for (const p of spawned) if (p.exitCode === null && p.signalCode === null) p.kill("SIGTERM");
+    const end = Date.now() + 10000;
+    while (Date.now() < end && spawned.some((p) => p.exitCode === null && p.signalCode === null)) await sleep(50);
+    killAll();
+}
+function killAll() {
     for (const pid of serverPids) {
         for (const sig of ["SIGCONT", "SIGKILL"]) {
             try {
@@ -47,7 +55,7 @@ function cleanup() {
     }
     for (const p of spawned) if (p.exitCode === null && p.signalCode === null) p.kill("SIGKILL");
 }
-process.on("exit", cleanup);
+process.on("exit", killAll);
 const t0 = Date.now();
 const note = (what) => console.log(`# ${((Date.now() - t0) / 1000).toFixed(1)} s: ${what}`);
 
