@@ -44,7 +44,8 @@ struct ServeFlags {
     std::vector<std::string> served_model_names;
     int port = 8000;
     double shutdown_timeout = 5.0;
-    int64_t max_seqs_per_request = 0;  // 0: --max-num-seqs + --max-queued-requests
+    double health_step_timeout = 120.0;  // seconds; /health's step bound (openai_routes.h)
+    int64_t max_seqs_per_request = 0;    // 0: --max-num-seqs + --max-queued-requests
     bool log_requests = false, disable_log_stats = false;
     // vLLM's gpt-oss recipe: harmony tool calls and reasoning are always parsed; these only check the names.
     std::string tool_call_parser, reasoning_parser;
@@ -160,6 +161,7 @@ void run_serve(const ServeFlags& f) {
     rc.max_log_len = f.max_log_len;
     rc.model_root = scripted ? f.engine.script : model_dir;
     rc.max_seqs_per_request = f.max_seqs_per_request > 0 ? f.max_seqs_per_request : hc.max_admitted;
+    rc.health_step_bound = std::chrono::milliseconds(static_cast<int64_t>(f.health_step_timeout * 1000));
     server::OpenAiRoutes routes(rc, http, *encoding);
 
     Status bound = http.bind();
@@ -239,8 +241,10 @@ void run_serve(const ServeFlags& f) {
 std::vector<std::string> prepare_args(CLI::App& app, int argc, char** argv) {
     std::vector<std::string> args =
         server::normalize_flag_spelling(std::vector<std::string>(argv, argv + argc));
-    auto serve = std::find(args.begin() + std::min<size_t>(1, args.size()), args.end(), "serve");
-    if (serve == args.end()) return args;
+    // `serve` as this process's subcommand, not inside a child command after "--" (supervise, router).
+    const auto child = std::find(args.begin(), args.end(), "--");
+    auto serve = std::find(args.begin() + std::min<size_t>(1, args.size()), child, "serve");
+    if (serve == child) return args;
     std::vector<std::string> rest(serve + 1, args.end());
     for (const std::string& a : rest) {
         if (a == "-h" || a == "--help") return args;  // CLI11 prints the help
@@ -336,6 +340,10 @@ void register_serve(CLI::App& app) {
         ->capture_default_str();
     cmd->add_option("--shutdown-timeout", f->shutdown_timeout,
                     "Seconds in-flight requests may finish after SIGTERM before they are aborted")
+        ->capture_default_str();
+    cmd->add_option("--health-step-timeout", f->health_step_timeout,
+                    "Seconds one engine step may take while work is pending before /health answers 503")
+        ->check(CLI::PositiveNumber)
         ->capture_default_str();
     cmd->callback([f] { run_serve(*f); });
 }

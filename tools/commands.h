@@ -21,6 +21,8 @@ void register_bench(CLI::App& app);       // cmd_bench.cc: `voltllm bench serve`
 void register_perplexity(CLI::App& app);  // cmd_perplexity.cc
 void register_serve(CLI::App& app);       // cmd_serve.cc
 void register_cuda_info(CLI::App& app);   // cmd_cuda_info.cc
+void register_supervise(CLI::App& app);   // cmd_supervise.cc: `voltllm supervise -- voltllm serve ...`
+void register_router(CLI::App& app);      // cmd_router.cc: `voltllm router --backend URL | --launch N`
 // argv with vLLM's underscore flag spelling rewritten to dashes; for `serve`, also checked against
 // vLLM's flag table (notices logged, unknown or rejected flags exit 2). cmd_serve.cc.
 std::vector<std::string> prepare_args(CLI::App& app, int argc, char** argv);

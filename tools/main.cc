@@ -23,6 +23,8 @@ int main(int argc, char** argv) {
     volt::tools::register_perplexity(app);
     volt::tools::register_serve(app);
     volt::tools::register_cuda_info(app);
+    volt::tools::register_supervise(app);
+    volt::tools::register_router(app);
     // vLLM spelling and flag table: `--max_model_len` is `--max-model-len` (tools/cmd_serve.cc).
     std::vector<std::string> args = volt::tools::prepare_args(app, argc, argv);
     std::vector<char*> arg_ptrs;

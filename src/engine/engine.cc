@@ -1,6 +1,7 @@
 // Engine: EngineCore on its own thread, fed through a mutex-protected queue; RequestHandle channels.
 #include "engine/engine.h"
 
+#include <algorithm>
 #include <random>
 #include <thread>
 
@@ -26,6 +27,12 @@ class EngineShared {
     bool woken = false;
     int64_t next_id = 0;
     int64_t num_waiting = 0;  // waiting sequences at the end of the last step
+    int64_t num_finished = 0;
+    // When the first request of a busy spell was submitted (nothing was pending before it): the step
+    // bound of /health runs from here until the engine thread beats, so no read between the submit and
+    // the engine's wake-up sees an idle engine's old beat as a hang.
+    std::chrono::steady_clock::time_point
+        work_since{};  // handles whose every choice finished (pushed); next_id - this are pending
     void wake() {
         {
             std::lock_guard<std::mutex> l(mu);
@@ -71,11 +78,16 @@ bool RequestHandle::aborted() const {
 
 void RequestHandle::push(RequestOutput out) {
     std::function<void()> notify;
+    bool last = false;
     {
         std::lock_guard<std::mutex> l(mu_);
-        if (out.finish != FinishReason::kNone) ++finished_pushed_;
+        if (out.finish != FinishReason::kNone) last = ++finished_pushed_ == n_;
         queue_.push_back(std::move(out));
         notify = notify_;
+    }
+    if (last && shared_) {
+        std::lock_guard<std::mutex> l(shared_->mu);
+        ++shared_->num_finished;
     }
     cv_.notify_all();
     if (notify) notify();
@@ -94,6 +106,7 @@ class Engine::Impl {
     mutable std::mutex stats_mu;
     EngineStats stats;
     std::deque<int64_t> step_tokens;  // guarded by stats_mu; take_step_tokens()
+    EngineHeartbeat beat;             // guarded by stats_mu
     std::thread thread;
     std::once_flag shutdown_once;
 
@@ -113,8 +126,14 @@ void Engine::Impl::loop() {
             incoming.swap(shared->incoming);
             stop = shared->stop;
         }
+        const bool was_idle = !core->has_requests();
         for (auto& p : incoming)
             core->add_request(std::move(p.handle), std::move(p.prompt), std::move(p.params), p.seed, p.group);
+        {
+            // Work taken while idle starts the clock of the step bound now, not at the last step.
+            std::lock_guard<std::mutex> l(stats_mu);
+            if (was_idle) beat.last_beat = std::chrono::steady_clock::now();
+        }
         if (stop) {
             core->abort_all();
             break;
@@ -133,6 +152,9 @@ void Engine::Impl::loop() {
                 step_tokens.push_back(tokens);
                 if (step_tokens.size() > 65536) step_tokens.pop_front();
             }
+            beat.steps = stats.num_steps;
+            beat.tokens = stats.prompt_tokens + stats.generated_tokens;
+            beat.last_beat = std::chrono::steady_clock::now();
         }
         {
             std::lock_guard<std::mutex> l(shared->mu);
@@ -141,6 +163,25 @@ void Engine::Impl::loop() {
     }
     std::lock_guard<std::mutex> l(stats_mu);
     stats = core->stats();
+    beat.stopped = true;
+}
+
+bool engine_healthy(const EngineHeartbeat& hb, std::chrono::steady_clock::time_point now,
+                    std::chrono::milliseconds step_bound) {
+    if (hb.stopped) return false;
+    return hb.pending_requests == 0 || now - hb.last_beat <= step_bound;
+}
+
+EngineHeartbeat Engine::heartbeat() const {
+    EngineHeartbeat hb;
+    {
+        std::lock_guard<std::mutex> l(impl_->stats_mu);
+        hb = impl_->beat;
+    }
+    std::lock_guard<std::mutex> l(impl_->shared->mu);
+    hb.pending_requests = impl_->shared->next_id - impl_->shared->num_finished;
+    hb.last_beat = std::max(hb.last_beat, impl_->shared->work_since);
+    return hb;
 }
 
 Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -152,6 +193,7 @@ Result<std::unique_ptr<Engine>> Engine::create(EngineConfig config, std::unique_
     impl->executor = std::move(executor);
     VOLT_ASSIGN_OR_RETURN(impl->core, EngineCore::create(std::move(config), impl->executor.get()));
     impl->stats = impl->core->stats();
+    impl->beat.last_beat = std::chrono::steady_clock::now();
     const KvPlan& plan = impl->core->plan();
     spdlog::info("engine: KV blocks of {} tokens: {} full-attention, {} sliding-window; max_model_len {}",
                  impl->core->config().block_size, plan.num_blocks[0], plan.num_blocks[1], plan.max_model_len);
@@ -180,6 +222,8 @@ Result<std::shared_ptr<RequestHandle>> Engine::submit(std::vector<int32_t> promp
             return resource_exhausted("the waiting queue is full (" + std::to_string(queued) +
                                       " requests, max_queued_requests " +
                                       std::to_string(impl_->core->config().max_queued_requests) + ")");
+        if (impl_->shared->next_id == impl_->shared->num_finished)
+            impl_->shared->work_since = std::chrono::steady_clock::now();
         handle = std::make_shared<RequestHandle>(
             impl_->shared->next_id++, static_cast<int32_t>(prompt.size()), params.n, impl_->shared);
         impl_->shared->incoming.push_back({handle, std::move(prompt), std::move(params), seed, group});

@@ -108,6 +108,24 @@ struct EngineStats {
     int64_t requests_failed = 0;  // ended with FinishReason::kError (non-finite logits)
 };
 
+// What the engine thread reports after every step and every wake-up (Engine::heartbeat): the truth
+// behind /health and /load (docs/operations.md). Times are steady_clock.
+struct EngineHeartbeat {
+    int64_t steps = 0;             // steps completed
+    int64_t tokens = 0;            // prompt + generated tokens computed so far
+    int64_t pending_requests = 0;  // submitted and not finished (incoming, waiting, running)
+    // The engine thread's last sign of life: the end of its last step, or the moment new work reached
+    // an idle engine (submitted, or taken by the thread). With work pending, now - last_beat is how long the
+    // current step has run.
+    std::chrono::steady_clock::time_point last_beat{};
+    bool stopped = false;  // the engine thread has ended (shutdown)
+};
+
+// Healthy: the thread runs and, with work pending, its last beat is at most `step_bound` old (a long
+// but finite step, e.g. a big prefill on a slow GPU, must fit in it). Idle is healthy.
+bool engine_healthy(const EngineHeartbeat& hb, std::chrono::steady_clock::time_point now,
+                    std::chrono::milliseconds step_bound);
+
 class Engine {
   public:
     // Plans the KV pool from config and the executor's bytes per block, starts the engine thread.
@@ -127,6 +145,8 @@ class Engine {
                                                   int64_t group = -1);
     void shutdown();  // aborts everything, joins the engine thread; idempotent
     EngineStats stats() const;
+    // Thread-safe; cheap (a lock and a copy).
+    EngineHeartbeat heartbeat() const;
     // Tokens (prompt + generated) of each step run since the last call, oldest first: what
     // vllm:iteration_tokens_total observes. Holds at most the last 65,536 steps between two calls.
     std::vector<int64_t> take_step_tokens();

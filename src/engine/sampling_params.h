@@ -29,6 +29,9 @@ struct SamplingParams {
     int32_t logprobs = -1;         // -1: none; k >= 0: the sampled token's logprob + the top k
     int32_t prompt_logprobs = -1;  // -1: none; k >= 0: logprob of every prompt token after the first + top k
     std::vector<int32_t> allowed_token_ids;  // empty: all (padded vocabulary ids are always masked)
+    // vLLM's `priority`: waiting sequences are admitted lower values first (then round-robin across
+    // requests, then arrival). The supervisor's probes use a negative one (docs/operations.md).
+    int32_t priority = 0;
 };
 
 // Logprobs are vLLM's default ("raw_logprobs"): log_softmax of the model's raw logits over the real

@@ -132,9 +132,15 @@ std::vector<ScheduledSeq> Scheduler::schedule(int64_t prev_step, std::vector<Blo
             keyed.emplace_back(rank, s);
             rank += 1 + s->pending_forks;
         }
-        if (seen.size() > 1) {
-            std::stable_sort(keyed.begin(), keyed.end(),
-                             [](const auto& a, const auto& b) { return a.first < b.first; });
+        // Priority first (lower first: vLLM's meaning), then the round-robin rank, then arrival.
+        const bool priorities = std::any_of(order.begin(), order.end(), [&](const Sequence* s) {
+            return s->req->params.priority != order.front()->req->params.priority;
+        });
+        if (seen.size() > 1 || priorities) {
+            std::stable_sort(keyed.begin(), keyed.end(), [](const auto& a, const auto& b) {
+                const int32_t pa = a.second->req->params.priority, pb = b.second->req->params.priority;
+                return pa != pb ? pa < pb : a.first < b.first;
+            });
             for (size_t i = 0; i < keyed.size(); ++i) order[i] = keyed[i].second;
         }
     }

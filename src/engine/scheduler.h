@@ -2,14 +2,14 @@
 // (oldest first) take their next tokens (a decode token or the next prefill chunk) within
 // max_num_batched_tokens; when KV blocks run out the newest running sequence is preempted (its blocks
 // freed, recomputed later from its prompt + output); if nothing was preempted, waiting sequences join
-// within max_num_seqs round-robin across client requests (Request::group: the first waiting sequence of
-// every request in arrival order, then the second of each, ...), so that one wide request (many prompts,
-// large n) cannot hold every slot while a later one waits; a sequence that would start a partial prefill
-// beyond max_num_partial_prefills is passed over for one that completes its prompt in the step. While
-// others run or wait, a sequence computes at most long_prefill_token_threshold tokens per step (chunked
-// long prefill). Oldest-first service and newest-first preemption mean the oldest sequence always
-// progresses: no deadlock, no starvation, provided one sequence of max_model_len fits the pool alone
-// (checked at start).
+// within max_num_seqs, lowest SamplingParams::priority first, then round-robin across client requests
+// (Request::group: the first waiting sequence of every request in arrival order, then the second of each,
+// ...), so that one wide request (many prompts, large n) cannot hold every slot while a later one waits; a
+// sequence that would start a partial prefill beyond max_num_partial_prefills is passed over for one that
+// completes its prompt in the step. While others run or wait, a sequence computes at most
+// long_prefill_token_threshold tokens per step (chunked long prefill). Oldest-first service and newest-first
+// preemption mean the oldest sequence always progresses: no deadlock, no starvation, provided one sequence of
+// max_model_len fits the pool alone (checked at start).
 //
 // Look-ahead (an executor with max_in_flight > 1, engine/executor.h): a step's bookkeeping is done when
 // it is submitted, so a sequence whose sampling row is in flight has a *pending* token (value unknown

@@ -25,6 +25,7 @@ struct HttpClient::Impl {
     std::string host;
     int port;
     std::chrono::milliseconds timeout;
+    HttpClientTimeouts parts;  // zero parts: `timeout` for the whole exchange
     asio::io_context ioc;
     std::unique_ptr<beast::tcp_stream> stream;
     beast::flat_buffer buf;
@@ -51,7 +52,7 @@ struct HttpClient::Impl {
         beast::error_code ec;
         auto address = asio::ip::make_address(host == "localhost" ? "127.0.0.1" : host, ec);
         if (ec) return Status(StatusCode::kUnavailable, "bad address " + host + ": " + ec.message());
-        stream->expires_after(timeout);
+        stream->expires_after(parts.connect.count() > 0 ? parts.connect : timeout);
         ec = run([&](auto h) {
             stream->async_connect(tcp::endpoint(address, static_cast<unsigned short>(port)), h);
         });
@@ -97,7 +98,8 @@ Result<HttpClientResponse> HttpClient::request(const std::string& method, const 
 Result<HttpClientResponse> HttpClient::stream(const std::string& method, const std::string& target,
                                               const std::string& body, const Headers& headers,
                                               const std::function<bool(std::string_view)>& on_data,
-                                              const std::function<void(int)>& on_status) {
+                                              const std::function<void(int)>& on_status,
+                                              const std::function<void(const HttpClientResponse&)>& on_head) {
     Impl& m = *impl_;
     if (Status s = m.connect(); !s.is_ok()) return s;
     bhttp::request<bhttp::string_body> req(bhttp::string_to_verb(method), target, 11);
@@ -113,7 +115,8 @@ Result<HttpClientResponse> HttpClient::stream(const std::string& method, const s
         req.body() = body;
         req.prepare_payload();
     }
-    m.stream->expires_after(m.timeout);  // one deadline for the whole exchange
+    // One deadline for the whole exchange, unless set_timeouts() split it.
+    m.stream->expires_after(m.parts.first_byte.count() > 0 ? m.parts.first_byte : m.timeout);
     if (auto ec = m.run([&](auto h) { bhttp::async_write(*m.stream, req, h); })) return m.fail("write", ec);
 
     bhttp::response_parser<bhttp::buffer_body> p;
@@ -125,8 +128,10 @@ Result<HttpClientResponse> HttpClient::stream(const std::string& method, const s
     for (const auto& f : p.get())
         out.headers.emplace_back(std::string(f.name_string()), std::string(f.value()));
     if (on_status) on_status(out.status);
+    if (on_head) on_head(out);
     std::vector<char> piece(64 << 10);
     while (!p.is_done()) {
+        if (m.parts.idle.count() > 0) m.stream->expires_after(m.parts.idle);
         p.get().body().data = piece.data();
         p.get().body().size = piece.size();
         beast::error_code ec = m.run([&](auto h) { bhttp::async_read_some(*m.stream, m.buf, p, h); });
@@ -141,6 +146,8 @@ Result<HttpClientResponse> HttpClient::stream(const std::string& method, const s
     if (!p.keep_alive()) m.stream.reset();
     return out;
 }
+
+void HttpClient::set_timeouts(const HttpClientTimeouts& t) { impl_->parts = t; }
 
 Result<std::pair<std::string, int>> parse_http_url(const std::string& url) {
     const std::string scheme = "http://";

@@ -25,6 +25,13 @@ struct HttpClientResponse {
     std::string header(std::string_view name) const;
 };
 
+// Deadlines of one exchange when they should differ (the router's backends): connecting; from the
+// request's first byte to the response's head (first byte); then between two pieces of the body.
+// Zero: the client's `timeout` for that part.
+struct HttpClientTimeouts {
+    std::chrono::milliseconds connect{0}, first_byte{0}, idle{0};
+};
+
 class HttpClient {
   public:
     using Headers = std::vector<std::pair<std::string, std::string>>;
@@ -40,11 +47,15 @@ class HttpClient {
                                        const std::string& content_type = "application/json");
     // As request(), but the body goes to `on_data` as it arrives (chunk framing removed); on_data false
     // stops reading (the connection is closed). `on_status`, when set, gets the status code once the
-    // headers are in (before the first piece of the body).
-    Result<HttpClientResponse> stream(const std::string& method, const std::string& target,
-                                      const std::string& body, const Headers& headers,
-                                      const std::function<bool(std::string_view)>& on_data,
-                                      const std::function<void(int)>& on_status = nullptr);
+    // headers are in (before the first piece of the body); `on_head` the status and headers.
+    // With set_timeouts() the deadlines are per part (connect, first byte, between pieces) instead of
+    // one for the whole exchange.
+    Result<HttpClientResponse> stream(
+        const std::string& method, const std::string& target, const std::string& body, const Headers& headers,
+        const std::function<bool(std::string_view)>& on_data,
+        const std::function<void(int)>& on_status = nullptr,
+        const std::function<void(const HttpClientResponse&)>& on_head = nullptr);
+    void set_timeouts(const HttpClientTimeouts& t);
 
   private:
     struct Impl;

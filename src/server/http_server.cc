@@ -371,10 +371,20 @@ asio::awaitable<void> HttpServer::Impl::session(std::shared_ptr<Conn> cp) {
                 }
             });
         });
+        // The head may wait for the body (StreamBody::head_ready); nothing is written meanwhile.
+        while (!body->head_ready(&res)) {
+            if (!c.woken) {
+                c.wake_timer.expires_after(cfg.heartbeat);
+                co_await c.wake_timer.async_wait(kAwait);
+            }
+            c.woken = false;
+        }
+        const bool keep_stream = keep && !res.close;
         // An HTTP/1.0 client gets the stream unframed, ended by the close.
         const bool chunked = req.version() >= 11;
-        std::string first = head(res, chunked, keep && chunked, chunked ? 0 : kCloseDelimited);
+        std::string first = head(res, chunked, keep_stream && chunked, chunked ? 0 : kCloseDelimited);
         bool ok = co_await write(c, std::move(first));
+        bool broken = false;
         while (ok) {
             std::string out;
             const bool done = body->pump(&out, server.aborting_.load());
@@ -386,7 +396,8 @@ asio::awaitable<void> HttpServer::Impl::session(std::shared_ptr<Conn> cp) {
                 auto [end, unused] = std::to_chars(size, size + sizeof size, out.size(), 16);
                 frame.append(size, end).append("\r\n").append(out).append("\r\n");
             }
-            if (done && chunked) frame += "0\r\n\r\n";
+            broken = done && !body->complete();
+            if (done && chunked && !broken) frame += "0\r\n\r\n";
             // Nothing more is pumped until this write completes: the backpressure (http_server.h).
             if (!frame.empty() && !co_await write(c, std::move(frame))) {
                 ok = false;
@@ -402,7 +413,7 @@ asio::awaitable<void> HttpServer::Impl::session(std::shared_ptr<Conn> cp) {
         if (!ok) body->cancel();
         body->set_wake(nullptr);
         body.reset();  // releases its admission ticket, after the last byte went out
-        if (!ok || !keep || !chunked) break;
+        if (!ok || broken || !keep_stream || !chunked) break;
     }
     if (fatal) {
         co_await answer_and_close(c, *fatal);

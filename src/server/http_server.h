@@ -21,6 +21,8 @@
 //   connection plus what the body has not pulled yet; a write that has not completed within
 //   `write_timeout` (a reader that stopped reading) cancels the body (its engine requests are aborted) and
 //   closes the connection.
+// - A StreamBody may delay the head (head_ready: the router's proxy) and end a response as broken
+//   (complete: no last chunk, the connection closed).
 // - Shutdown: stop accepting at once, wait up to shutdown_grace for admitted requests, then set aborting()
 //   and wake every stream, wait up to 5 s more, then stop the io_context (every socket closes): run()
 //   returns whatever the clients do. A shutdown() before run() is not lost.
@@ -80,6 +82,8 @@ struct HttpRequest {
     std::string get_header_value(std::string_view name) const;
 };
 
+struct HttpResponse;
+
 // The body of a streamed (chunked) response, driven by the connection's strand. All calls but the wake
 // function come from that strand, one at a time.
 class StreamBody {
@@ -93,6 +97,13 @@ class StreamBody {
     virtual bool pump(std::string* out, bool aborting) = 0;
     // The client is gone (a failed or timed-out write): free what the body holds. No pump follows.
     virtual void cancel() = 0;
+    // Asked before the head is written, and again on every wake and heartbeat tick until it is true: a
+    // body may set the response's status, content type and headers late (the router waits for its
+    // backend's head, so that it can still retry elsewhere). Default: ready at once.
+    virtual bool head_ready(HttpResponse* res) { return true; }
+    // Asked after pump() returned true: false ends the response as broken, without the last chunk, and
+    // closes the connection, so that the client sees a truncated message, never a complete-looking one.
+    virtual bool complete() const { return true; }
 };
 
 struct HttpResponse {

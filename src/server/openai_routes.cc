@@ -85,16 +85,9 @@ OpenAiRoutes::OpenAiRoutes(RoutesConfig config, HttpServer& server,
       encoding_(std::move(encoding)),
       tokenizer_(encoding_->tokenizer_ptr()) {
     server_.get(
-        "/health",
-        [this](const HttpRequest&, HttpResponse& res) {
-            if (engine_.load() == nullptr || server_.draining()) {
-                HttpServer::send_json(res, 503,
-                                      {{"status", server_.draining() ? "shutting down" : "loading"}});
-            } else {
-                HttpServer::send_json(res, 200, {{"status", "ok"}});
-            }
-        },
-        true);
+        "/health", [this](const HttpRequest&, HttpResponse& res) { health(res); }, true);
+    server_.get(
+        "/load", [this](const HttpRequest&, HttpResponse& res) { load(res); }, true);
     server_.get("/version", [](const HttpRequest&, HttpResponse& res) {
         HttpServer::send_json(res, 200, {{"version", VOLT_VERSION}});
     });
@@ -109,6 +102,52 @@ OpenAiRoutes::OpenAiRoutes(RoutesConfig config, HttpServer& server,
     server_.post("/v1/completions", [this](const HttpRequest& q, HttpResponse& r) { completions(q, r); });
     server_.post("/tokenize", [this](const HttpRequest& q, HttpResponse& r) { tokenize(q, r); });
     server_.post("/detokenize", [this](const HttpRequest& q, HttpResponse& r) { detokenize(q, r); });
+}
+
+// 200 only while the engine thread is alive and, with work pending, its last step ended within the
+// bound; 503 while loading, draining, or stalled. The body carries the heartbeat, so that a prober can
+// tell a slow but progressing engine (tokens still rising) from a stuck one.
+void OpenAiRoutes::health(HttpResponse& res) {
+    engine::Engine* engine = engine_.load();
+    if (engine == nullptr || server_.draining()) {
+        HttpServer::send_json(res, 503, {{"status", server_.draining() ? "shutting down" : "loading"}});
+        return;
+    }
+    const engine::EngineHeartbeat hb = engine->heartbeat();
+    const auto now = std::chrono::steady_clock::now();
+    const bool ok = engine::engine_healthy(hb, now, config_.health_step_bound);
+    const double since = std::chrono::duration<double>(now - hb.last_beat).count();
+    json body = {{"status", ok ? "ok" : (hb.stopped ? "engine stopped" : "engine stalled")},
+                 {"steps", hb.steps},
+                 {"tokens", hb.tokens},
+                 {"pending_requests", hb.pending_requests},
+                 {"seconds_since_progress", since}};
+    HttpServer::send_json(res, ok ? 200 : 503, body);
+}
+
+// For balancers: what the engine holds now (running and waiting sequences, KV blocks in use) and what
+// the HTTP layer admitted; the heartbeat's counters too.
+void OpenAiRoutes::load(HttpResponse& res) {
+    engine::Engine* engine = engine_.load();
+    json body = {{"admitted_sequences", server_.admitted()},
+                 {"admitted_requests", server_.admitted_requests()},
+                 {"ready", engine != nullptr && !server_.draining()}};
+    if (engine) {
+        const engine::EngineStats s = engine->stats();
+        const engine::EngineHeartbeat hb = engine->heartbeat();
+        int64_t used = 0, total = 0;
+        for (int g = 0; g < 2; ++g) {
+            used += s.kv_blocks_used[g];
+            total += s.kv_blocks_total[g];
+        }
+        body["running"] = s.num_running_seqs;
+        body["waiting"] = s.num_waiting_seqs;
+        body["kv_cache_usage"] = total > 0 ? static_cast<double>(used) / static_cast<double>(total) : 0.0;
+        body["steps"] = hb.steps;
+        body["tokens"] = hb.tokens;
+        body["pending_requests"] = hb.pending_requests;
+    }
+    HttpServer::send_json(res, 200, body);
 }
 
 nlohmann::json OpenAiRoutes::model_json(const std::string& name) const {

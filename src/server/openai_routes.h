@@ -1,11 +1,13 @@
 // The OpenAI-compatible routes of `voltllm serve` over the engine, the tokenizer and harmony:
-// POST /v1/chat/completions, POST /v1/completions, GET /v1/models, GET /health, POST /tokenize,
-// POST /detokenize, GET /version, GET /metrics. Generation responses, streamed (SSE) or not, are a
-// StreamBody (http_server.h) pumped on the connection's strand whenever the engine pushes output (the
-// RequestHandle notify path) and every heartbeat: deltas, a heartbeat while idle (an SSE comment, or
-// JSON-leading whitespace) so a vanished client is noticed within ~2 heartbeats and its request aborted
-// (KV freed). docs/api.md describes the behaviour. Tests: tests/unit/server/
-// openai_routes_test.cc (scripted executor) and tests/api/*.mjs (the official openai client).
+// POST /v1/chat/completions, POST /v1/completions, GET /v1/models, GET /health, GET /load, POST /tokenize,
+// POST /detokenize, GET /version, GET /metrics. /health tells the truth about the engine thread (its
+// heartbeat, engine.h) and /load gives balancers the engine's queue and KV usage (docs/operations.md).
+// Generation responses, streamed (SSE) or not, are a StreamBody (http_server.h) pumped on the connection's
+// strand whenever the engine pushes output (the RequestHandle notify path) and every heartbeat: deltas, a
+// heartbeat while idle (an SSE comment, or JSON-leading whitespace) so a vanished client is noticed within ~2
+// heartbeats and its request aborted (KV freed). docs/api.md describes the behaviour. Tests:
+// tests/unit/server/ openai_routes_test.cc (scripted executor) and tests/api/*.mjs (the official openai
+// client).
 #pragma once
 
 #include <atomic>
@@ -38,6 +40,9 @@ struct RoutesConfig {
     std::string current_date;
     // Idle time after which a response writes a heartbeat (disconnect detection).
     std::chrono::milliseconds heartbeat{100};
+    // --health-step-timeout: /health is 503 when the engine has work pending and its last step ended
+    // (or its work arrived) longer ago than this (engine::engine_healthy).
+    std::chrono::milliseconds health_step_bound{120000};
 };
 
 class OpenAiRoutes {
@@ -68,6 +73,8 @@ class OpenAiRoutes {
         const std::vector<tokenizer::ToolDescription>& tools,
         const std::optional<std::string>& forced_function) const;
     void metrics(HttpResponse& res);
+    void health(HttpResponse& res);
+    void load(HttpResponse& res);
 
     RoutesConfig config_;
     HttpServer& server_;

@@ -159,6 +159,7 @@ void parse_generation(Reader& r, bool chat, GenerationParams* p) {
     r.get_int("max_tokens", chat ? 1 : 0, std::numeric_limits<int64_t>::max(), &p->max_tokens);
     if (chat) r.get_int("max_completion_tokens", 1, std::numeric_limits<int64_t>::max(), &p->max_tokens);
     r.get_bool("ignore_eos", &p->sampling.ignore_eos);
+    r.get_int("priority", std::numeric_limits<int32_t>::min(), kMaxInt32, &p->sampling.priority);
     r.get_bool("skip_special_tokens", &p->skip_special_tokens);
     r.get_bool("include_stop_str_in_output", &p->include_stop_str_in_output);
     r.get_bool("stream", &p->stream);
@@ -468,6 +469,7 @@ constexpr const char* kCommonFields[] = {"model",
                                          "seed",
                                          "max_tokens",
                                          "ignore_eos",
+                                         "priority",
                                          "skip_special_tokens",
                                          "include_stop_str_in_output",
                                          "stream",

@@ -93,6 +93,8 @@ constexpr VllmFlag kFlags[] = {
     {"--gpu-memory-utilization", "", A::kValue, S::kHonoured, O::kVllm, false,
      "share of the GPU's total memory for weights, activations and KV cache (default 0.92, as vLLM), after a "
      "profiling run; CPU: ignored"},
+    {"--health-step-timeout", "", A::kValue, S::kHonoured, O::kVoltllm, false,
+     "seconds one engine step may take while work is pending before /health answers 503 (default 120)"},
     {"--hf-token", "", A::kValue, S::kAcceptedWithNotice, O::kVllm, false,
      "ignored: models are resolved offline, nothing is downloaded"},
     {"--host", "", A::kValue, S::kHonoured, O::kVllm, false,

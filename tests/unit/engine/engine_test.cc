@@ -4,7 +4,8 @@
 // seed + choice; prompt logprobs with chunk sizes 1 ... 2048 over prompts many windows long equal
 // log_softmax of the logits of one contiguous-cache forward pass; the threaded Engine API. The
 // PipelinedEngineTest runs repeat the important ones with the engine's look-ahead (a delayed executor:
-// CpuExecutor with max_in_flight 2 or 3) and assert outputs identical to the synchronous run.
+// CpuExecutor with max_in_flight 2 or 3) and assert outputs identical to the synchronous run. The
+// heartbeat (/health's source) goes stale while a step hangs with work pending, and not while idle.
 #include "engine/engine.h"
 
 #include <gtest/gtest.h>
@@ -543,6 +544,89 @@ TEST(EngineTest, ShutdownAbortsWhatIsRunning) {
     FinishReason last = FinishReason::kNone;
     while ((*h)->next(&o, std::chrono::seconds(10))) last = o.finish;
     EXPECT_EQ(last, FinishReason::kAbort);
+}
+
+// An executor whose submit() blocks until the test opens the gate: a hung step.
+class GatedExecutor : public Executor {
+  public:
+    explicit GatedExecutor(std::unique_ptr<Executor> inner) : inner_(std::move(inner)) {}
+    ExecutorInfo info() const override { return inner_->info(); }
+    int64_t bytes_per_block(int64_t block_size, int group) const override {
+        return inner_->bytes_per_block(block_size, group);
+    }
+    ExecutorMemory memory() const override { return inner_->memory(); }
+    Status init_cache(const CacheConfig& config) override { return inner_->init_cache(config); }
+    Result<StepHandle> submit(const StepBatch& batch) override {
+        {
+            std::unique_lock<std::mutex> l(mu_);
+            ++entered_;
+            cv_.notify_all();
+            cv_.wait(l, [&] { return open_; });
+        }
+        return inner_->submit(batch);
+    }
+    Status collect(StepHandle handle, StepResult* result) override { return inner_->collect(handle, result); }
+    void open() {
+        std::lock_guard<std::mutex> l(mu_);
+        open_ = true;
+        cv_.notify_all();
+    }
+    void wait_entered() {
+        std::unique_lock<std::mutex> l(mu_);
+        cv_.wait(l, [&] { return entered_ > 0; });
+    }
+
+  private:
+    std::unique_ptr<Executor> inner_;
+    std::mutex mu_;
+    std::condition_variable cv_;
+    bool open_ = false;
+    int entered_ = 0;
+};
+
+TEST(EngineTest, HeartbeatGoesStaleWhileAStepHangsWithWorkPending) {
+    auto gated = std::make_unique<GatedExecutor>(std::make_unique<CpuExecutor>(test_model()));
+    GatedExecutor* gate = gated.get();
+    auto engine = Engine::create(small_engine(64), std::move(gated));
+    ASSERT_TRUE(engine.is_ok());
+    const auto bound = std::chrono::milliseconds(1000);
+    // Idle: healthy however old the last beat is.
+    EngineHeartbeat idle = (*engine)->heartbeat();
+    EXPECT_EQ(idle.pending_requests, 0);
+    EXPECT_TRUE(engine_healthy(idle, idle.last_beat + std::chrono::hours(1), bound));
+
+    SamplingParams p;
+    p.max_tokens = 3;
+    p.temperature = 0.0f;
+    auto h = (*engine)->submit(random_prompt(5, 8), p);
+    ASSERT_TRUE(h.is_ok());
+    gate->wait_entered();  // the engine thread is now inside a step that does not return
+    const EngineHeartbeat hung = (*engine)->heartbeat();
+    EXPECT_EQ(hung.pending_requests, 1);
+    EXPECT_EQ(hung.steps, 0);
+    EXPECT_TRUE(engine_healthy(hung, hung.last_beat + bound, bound));
+    EXPECT_FALSE(engine_healthy(hung, hung.last_beat + bound + std::chrono::milliseconds(1), bound));
+    // The beat does not move while the step hangs (a later read sees the same one).
+    EXPECT_EQ((*engine)->heartbeat().last_beat, hung.last_beat);
+
+    gate->open();
+    RequestOutput o;
+    FinishReason last = FinishReason::kNone;
+    int tokens = 0;
+    while ((*h)->next(&o, std::chrono::seconds(10))) {
+        tokens += static_cast<int>(o.tokens.size());
+        last = o.finish;
+    }
+    EXPECT_EQ(last, FinishReason::kLength);
+    EXPECT_EQ(tokens, 3);
+    const EngineHeartbeat after = (*engine)->heartbeat();
+    EXPECT_EQ(after.pending_requests, 0);
+    EXPECT_GE(after.steps, 3);
+    EXPECT_EQ(after.tokens, 5 + 3);  // prompt tokens computed + tokens sampled
+    EXPECT_GT(after.last_beat, hung.last_beat);
+    (*engine)->shutdown();
+    EXPECT_TRUE((*engine)->heartbeat().stopped);
+    EXPECT_FALSE(engine_healthy((*engine)->heartbeat(), std::chrono::steady_clock::now(), bound));
 }
 
 }  // namespace

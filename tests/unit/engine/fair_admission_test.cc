@@ -4,7 +4,9 @@
 //   (before: the long prompt took the whole budget every step and the short one waited for all of it);
 // - round-robin across client requests: a request of 8 sequences holding every slot does not keep a later
 //   request of 1 sequence waiting behind its remaining ones (before: strict arrival order);
-// - the partial-prefill limit: two long prompts never prefill partly at once with the default 1.
+// - the partial-prefill limit: two long prompts never prefill partly at once with the default 1;
+// - priority (vLLM's field; the supervisor's probes): a waiting request of lower priority value is
+//   admitted before earlier arrivals.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -20,6 +22,7 @@ struct Arrival {
     int64_t prompt_len;
     int64_t group;  // Engine::submit's; -1: its own
     int32_t max_tokens;
+    int32_t priority = 0;
 };
 
 // Runs the arrivals; returns, per request, the step at which its first token arrived.
@@ -46,6 +49,7 @@ std::vector<int64_t> first_token_steps(const std::vector<Arrival>& arrivals, Eng
             if (arrivals[i].step != step) continue;
             SamplingParams p;
             p.max_tokens = arrivals[i].max_tokens;
+            p.priority = arrivals[i].priority;
             p.temperature = 0.0f;
             std::vector<int32_t> prompt(arrivals[i].prompt_len, 5);
             EXPECT_TRUE(core.validate(prompt, p).is_ok());
@@ -118,6 +122,22 @@ TEST(FairAdmission, AWideRequestDoesNotKeepALaterOneWaitingBehindItsSequences) {
     const auto fifo = first_token_steps(arrivals, config(64));
     ASSERT_EQ(fifo.size(), 9u);
     EXPECT_GT(fifo[8], fifo[7]);
+}
+
+TEST(FairAdmission, APriorityRequestIsAdmittedBeforeEarlierArrivals) {
+    // 8 single-sequence requests on 4 slots, then at step 1 a probe of priority -1: it gets the first
+    // slot that frees, before requests 4..7 that arrived earlier.
+    std::vector<Arrival> arrivals;
+    for (int i = 0; i < 8; ++i) arrivals.push_back({0, 4, -1, 20 + i});
+    arrivals.push_back({1, 4, -1, 1, -1});
+    const auto got = first_token_steps(arrivals, config(64));
+    ASSERT_EQ(got.size(), 9u);
+    for (int i = 4; i < 8; ++i) EXPECT_LT(got[8], got[i]) << "the probe waited behind request " << i;
+    // At the default priority it waits for them all (arrival order).
+    arrivals[8].priority = 0;
+    const auto fifo = first_token_steps(arrivals, config(64));
+    ASSERT_EQ(fifo.size(), 9u);
+    for (int i = 4; i < 8; ++i) EXPECT_GT(fifo[8], fifo[i]);
 }
 
 TEST(FairAdmission, PartialPrefillLimit) {

@@ -79,6 +79,21 @@ TEST(Request, Logprobs) {
     EXPECT_EQ(completion_error(R"({"model": "m", "prompt": "x", "logprobs": 21})").param, "logprobs");
 }
 
+TEST(Request, PriorityIsVllmsIntegerField) {
+    auto r = parse_completion_request(json::parse(R"({"model": "m", "prompt": "x", "priority": -1000})"));
+    ASSERT_TRUE(std::holds_alternative<CompletionRequest>(r)) << std::get<ApiError>(r).message;
+    EXPECT_EQ(std::get<CompletionRequest>(r).params.sampling.priority, -1000);
+    auto d = parse_completion_request(json::parse(R"({"model": "m", "prompt": "x"})"));
+    ASSERT_TRUE(std::holds_alternative<CompletionRequest>(d));
+    EXPECT_EQ(std::get<CompletionRequest>(d).params.sampling.priority, 0);
+    EXPECT_EQ(completion_error(R"({"model": "m", "prompt": "x", "priority": 1.5})").param,
+              std::optional<std::string>("priority"));
+    EXPECT_EQ(
+        chat_error(R"({"model": "m", "messages": [{"role": "user", "content": "a"}], "priority": "high"})")
+            .param,
+        std::optional<std::string>("priority"));
+}
+
 TEST(Request, ChatErrorsNameTheField) {
     EXPECT_EQ(chat_error("{").code, "invalid_json");
     EXPECT_EQ(chat_error("[1]").code, "invalid_json");
