@@ -83,6 +83,14 @@ class Reader {
         if (!v->is_string()) return wrong_type(name, "a string", *v);
         *out = v->get<std::string>();
     }
+    // A number inside an engine sampling range (the one definition: engine/sampling_params.h).
+    void get_float(const engine::SamplingRange& r, float* out) {
+        get_float(r.field, r.lo, r.hi, r.lo_open, out);
+    }
+    template <typename Int>
+    void get_int(const engine::SamplingRange& r, Int* out) {
+        get_int(r.field, static_cast<int64_t>(r.lo), static_cast<int64_t>(r.hi), out);
+    }
     // A number in [lo, hi] (lo excluded when lo_open).
     void get_float(const char* name, double lo, double hi, bool lo_open, float* out) {
         const json* v = find(name);
@@ -143,15 +151,15 @@ void get_token_ids(Reader& r, const json& v, const std::string& param, std::vect
 }
 
 void parse_generation(Reader& r, bool chat, GenerationParams* p) {
-    r.get_float("temperature", 0.0, 2.0, false, &p->sampling.temperature);
-    r.get_float("top_p", 0.0, 1.0, true, &p->sampling.top_p);
-    r.get_int("top_k", -1, kMaxInt32, &p->sampling.top_k);
+    r.get_float(engine::kTemperatureRange, &p->sampling.temperature);
+    r.get_float(engine::kTopPRange, &p->sampling.top_p);
+    r.get_int(engine::kTopKRange, &p->sampling.top_k);
     if (p->sampling.top_k < 0) p->sampling.top_k = 0;
-    r.get_float("min_p", 0.0, 1.0, false, &p->sampling.min_p);
-    r.get_float("presence_penalty", -2.0, 2.0, false, &p->sampling.presence_penalty);
-    r.get_float("frequency_penalty", -2.0, 2.0, false, &p->sampling.frequency_penalty);
-    r.get_float("repetition_penalty", 0.0, 2.0, true, &p->sampling.repetition_penalty);
-    r.get_int("n", 1, 128, &p->sampling.n);
+    r.get_float(engine::kMinPRange, &p->sampling.min_p);
+    r.get_float(engine::kPresencePenaltyRange, &p->sampling.presence_penalty);
+    r.get_float(engine::kFrequencyPenaltyRange, &p->sampling.frequency_penalty);
+    r.get_float(engine::kRepetitionPenaltyRange, &p->sampling.repetition_penalty);
+    r.get_int(engine::kNRange, &p->sampling.n);
     std::optional<int64_t> seed;
     r.get_int("seed", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(), &seed);
     if (seed) p->sampling.seed = static_cast<uint64_t>(*seed);
@@ -438,12 +446,13 @@ void parse_logprobs(Reader& r, bool chat, GenerationParams* p) {
         bool want = false;
         r.get_bool("logprobs", &want);
         std::optional<int64_t> top;
-        r.get_int("top_logprobs", 0, 20, &top);
+        r.get_int("top_logprobs", static_cast<int64_t>(engine::kLogprobsRange.lo),
+                  static_cast<int64_t>(engine::kLogprobsRange.hi), &top);
         if (r.error) return;
         if (top && !want) return r.fail("top_logprobs", "'top_logprobs' needs 'logprobs': true.");
         if (want) p->sampling.logprobs = static_cast<int32_t>(top.value_or(0));
     } else {
-        r.get_int("logprobs", 0, 20, &p->sampling.logprobs);
+        r.get_int(engine::kLogprobsRange, &p->sampling.logprobs);
     }
 }
 

@@ -619,7 +619,13 @@ TEST(EngineTest, HeartbeatGoesStaleWhileAStepHangsWithWorkPending) {
     }
     EXPECT_EQ(last, FinishReason::kLength);
     EXPECT_EQ(tokens, 3);
-    const EngineHeartbeat after = (*engine)->heartbeat();
+    // The engine thread records the step's beat after it has published the step's outputs: wait for it
+    // (bounded) rather than race it.
+    EngineHeartbeat after = (*engine)->heartbeat();
+    for (int i = 0; i < 1000 && (after.steps < 3 || after.pending_requests != 0); ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        after = (*engine)->heartbeat();
+    }
     EXPECT_EQ(after.pending_requests, 0);
     EXPECT_GE(after.steps, 3);
     EXPECT_EQ(after.tokens, 5 + 3);  // prompt tokens computed + tokens sampled

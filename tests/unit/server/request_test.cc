@@ -426,3 +426,56 @@ TEST(Request, ErrorMessagesQuoteOnlyAShortPrefix) {
 }
 
 }  // namespace volt::server
+
+namespace volt::server {
+
+// Issue 19: the sampling ranges have one definition (engine/sampling_params.h). At each range's edges the
+// request parser and the engine's validate_sampling_params give the same verdict, and both name the field.
+TEST(Request, SamplingRangesAreTheEngines) {
+    using engine::SamplingParams;
+    using engine::SamplingRange;
+    struct Field {
+        const SamplingRange* range;
+        bool integer;
+        void (*set)(SamplingParams&, double);
+    };
+    const Field fields[] = {
+        {&engine::kTemperatureRange, false, [](SamplingParams& p, double v) { p.temperature = float(v); }},
+        {&engine::kTopPRange, false, [](SamplingParams& p, double v) { p.top_p = float(v); }},
+        {&engine::kMinPRange, false, [](SamplingParams& p, double v) { p.min_p = float(v); }},
+        {&engine::kPresencePenaltyRange, false,
+         [](SamplingParams& p, double v) { p.presence_penalty = float(v); }},
+        {&engine::kFrequencyPenaltyRange, false,
+         [](SamplingParams& p, double v) { p.frequency_penalty = float(v); }},
+        {&engine::kRepetitionPenaltyRange, false,
+         [](SamplingParams& p, double v) { p.repetition_penalty = float(v); }},
+        {&engine::kNRange, true, [](SamplingParams& p, double v) { p.n = int32_t(v); }},
+        {&engine::kLogprobsRange, true, [](SamplingParams& p, double v) { p.logprobs = int32_t(v); }},
+    };
+    for (const Field& f : fields) {
+        const SamplingRange& r = *f.range;
+        const double step = f.integer ? 1.0 : 0.25;
+        // Inside: the bounds themselves (lo only when closed) and the midpoint; outside: past each bound.
+        // (Integers go 2 below lo: logprobs -1 is the engine's "none", which the API spells by omission.)
+        std::vector<std::pair<double, bool>> values = {
+            {r.hi, true}, {r.hi + step, false}, {r.lo - 2 * step, false}, {r.lo, !r.lo_open}};
+        if (!f.integer) values.push_back({(r.lo + r.hi) / 2, true});
+        for (const auto& [v, inside] : values) {
+            SCOPED_TRACE(std::string(r.field) + " = " + std::to_string(v));
+            json body = {{"model", "m"}, {"prompt", "x"}, {r.field, v}};
+            if (f.integer) body[r.field] = static_cast<int64_t>(v);
+            auto parsed = parse_completion_request(body);
+            SamplingParams p;
+            f.set(p, v);
+            const Status engine = engine::validate_sampling_params(p, 1000);
+            EXPECT_EQ(engine.is_ok(), inside) << engine.message();
+            EXPECT_EQ(std::holds_alternative<CompletionRequest>(parsed), inside);
+            if (!inside) {
+                EXPECT_NE(engine.message().find(r.field), std::string::npos) << engine.message();
+                if (auto* e = std::get_if<ApiError>(&parsed)) EXPECT_EQ(e->param, r.field);
+            }
+        }
+    }
+}
+
+}  // namespace volt::server
