@@ -5,7 +5,7 @@
 //   gate_up_swiglu: grid (T, ceil(I / 16), k), one warp per SwiGLU unit u of pair (t, j): rows 2u (gate)
 //     and 2u+1 (up) of expert ids[t, j], x of the token staged once per block in shared memory; writes
 //     the activation a[pair, u] (f16 scaled by a fixed power of two, or f32 under --dtype float).
-//   down_residual: grid (T, ceil(H / 8)), 4 k warps: warp (p, j) the two outputs o, o+1 of pair (t, j);
+//   down_residual: grid (T, ceil(H / 4)), 2 k warps: warp (p, j) the two outputs o, o+1 of pair (t, j);
 //     then out[t, o] += sum_j w[t, j] (dot_j + b2[e_j, o]) in rank order through shared memory.
 // A lane issues the loads of all its blocks of a row (3 for the gpt-oss shapes) before using any.
 // Lanes take the 16-byte MXFP4 blocks g = lane, lane + 32, ... of a row (spec §2.3: 32 E2M1 codes, low
@@ -27,7 +27,7 @@ namespace volt::cuda {
 namespace {
 
 constexpr int kGuWarps = 16;  // SwiGLU units per gate_up block (a warp each)
-constexpr int kDnPairs = 4;   // output pairs per down block (k warps each)
+constexpr int kDnPairs = 2;   // output pairs per down block (k warps each)
 constexpr int kMaxTopK = 4;   // gpt-oss routes to 4; larger k falls back to experts_warp_mxfp4_3pass
 
 struct Mx {
@@ -248,7 +248,7 @@ __global__ void __launch_bounds__(kGuWarps * 32, 2)
 // (p, j) computes outputs o0 = 2 (blockIdx.y kDnPairs + p) and o0 + 1 of pair (t, j); then one lane adds
 // out[t, o] += sum_j w[t, j] (dot_j + b2[e_j, o]) in rank order from shared memory.
 template <Operand O>
-__global__ void __launch_bounds__(kDnPairs* kMaxTopK * 32, 2)
+__global__ void __launch_bounds__(kDnPairs* kMaxTopK * 32, 3)
     down_residual_kernel(const uint16_t* __restrict__ act_h, const float* __restrict__ act_f,
                          const int32_t* __restrict__ ids, const float* __restrict__ weights, Mx w, int top_k,
                          float act_back, float* __restrict__ out) {

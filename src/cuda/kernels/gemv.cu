@@ -151,8 +151,9 @@ __device__ __forceinline__ float gemv_loaded(const uint4* q, const float4* xs, i
 // kTile: rows per tile, 4, or 1 for a launch of one row (fewer registers, more warps resident; the same
 // per-row arithmetic).
 constexpr int kOuts = kWarps / kSplit;
+// (f32 operands with 4-row tiles, the reference mode, get the registers they need: no spills.)
 template <WFmt F, Operand O, int kTile>
-__global__ void __launch_bounds__(kThreads, 2)
+__global__ void __launch_bounds__(kThreads, kTile == 4 && O == Operand::kF32 ? 1 : 2)
     gemv_kernel(const float* __restrict__ x, const int32_t* __restrict__ rows, const void* __restrict__ w,
                 DeviceVector bias, GemvOut dst, int64_t num_rows, int64_t out, int64_t in, int* error) {
     static_assert(kTile == 1 || kTile == kRows, "tiles of 1 or kRows rows");
