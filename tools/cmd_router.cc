@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "core/logging.h"
+#include "core/signals.h"
 #include "router/router.h"
 #include "server/http_client.h"
 #include "supervisor/process.h"
@@ -42,12 +43,7 @@ std::chrono::milliseconds ms(double seconds) {
 }
 
 void run_router(const RouterFlags& f) {
-    sigset_t sigs;
-    sigemptyset(&sigs);
-    sigaddset(&sigs, SIGTERM);
-    sigaddset(&sigs, SIGINT);
-    pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
-    signal(SIGPIPE, SIG_IGN);
+    const sigset_t sigs = block_stop_signals();
 
     router::RouterConfig rc;
     rc.http.host = f.host;

@@ -21,6 +21,7 @@
 
 #include "core/logging.h"
 #include "core/paths.h"
+#include "core/signals.h"
 #include "engine/engine.h"
 #include "executor/engine_flags.h"
 #include "io/model_path.h"
@@ -74,12 +75,7 @@ int64_t count_or_fail(const std::string& text, const char* flag) {
 
 void run_serve(const ServeFlags& f) {
     // Signals go to one waiting thread (below), never to a worker in the middle of a write.
-    sigset_t signals;
-    sigemptyset(&signals);
-    sigaddset(&signals, SIGINT);
-    sigaddset(&signals, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-    signal(SIGPIPE, SIG_IGN);
+    const sigset_t signals = block_stop_signals();
     // Every connection is a descriptor (no thread): take the hard limit of descriptors, as vLLM does,
     // so that the connection cap, not EMFILE, is what refuses clients.
     rlimit files{};

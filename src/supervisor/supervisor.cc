@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "core/logging.h"
+#include "core/signals.h"
 #include "server/http_client.h"
 #include "server/http_server.h"
 #include "supervisor/process.h"
@@ -167,12 +168,7 @@ Supervisor::Probe Supervisor::probe(std::string* why) {
 }
 
 int Supervisor::run() {
-    sigset_t sigs;
-    sigemptyset(&sigs);
-    sigaddset(&sigs, SIGTERM);
-    sigaddset(&sigs, SIGINT);
-    pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
-    signal(SIGPIPE, SIG_IGN);
+    const sigset_t sigs = block_stop_signals();
     if (!config_.log_file.empty()) {
         log_fd_ = open(config_.log_file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
         if (log_fd_ < 0) {
