@@ -7,7 +7,8 @@
 #   decode_*    voltllm generate --device cuda --load-format dummy on the gpt-oss-20b (and -120b) shapes:
 #               greedy, --ignore-eos, 256 new tokens per prompt at batch 1 and 32; tok/s and the fraction
 #               of the read bandwidth that tok/s x bytes read per token is (weights: experts of 4 of E,
-#               attention, router, lm_head; the KV bytes at these contexts are < 1%)
+#               attention, router, lm_head; the KV bytes at these contexts are < 1%); CUDA graphs (the
+#               default) and --enforce-eager (the *_eager rows)
 #   serve_demo  voltllm serve --device cuda on the demo model, then serve_client.py (chat, tool call,
 #               streaming, n=2, logprobs, 2k prompt logprobs, 64 streams, disconnect frees the KV cache)
 #   memory_20b  the 20b shape served at --gpu-memory-utilization 0.10 --max-model-len 8192, the embedding
@@ -76,15 +77,16 @@ print(int(L * (attn + experts + router) + V * H * 2))
 PY
 }
 
-decode() {  # decode NAME MODEL BATCH
+decode() {  # decode NAME MODEL BATCH [FLAGS...] (e.g. --enforce-eager)
   local name=$1 m=$2 n=$3 i
+  shift 3
   : >"$W/prompts_$n.txt"
   for i in $(seq 1 "$n"); do echo "The harbor town number $i was quiet in the morning." >>"$W/prompts_$n.txt"; done
   local t0 t1
   t0=$(date +%s.%N)
   timeout 240 "$V" --log-level info generate --device cuda --load-format dummy --model "$W/$m" \
     --prompts-file "$W/prompts_$n.txt" --max-tokens 256 --ignore-eos --temperature 0 --max-num-seqs 64 \
-    --kv-cache-memory-bytes 8589934592 >"$W/logs/$name.out" 2>"$W/logs/$name.log"
+    --kv-cache-memory-bytes 8589934592 "$@" >"$W/logs/$name.out" 2>"$W/logs/$name.log"
   local rc=$?
   t1=$(date +%s.%N)
   local line tps bpt
@@ -100,7 +102,9 @@ print(json.dumps({'part':'$name','pass':$rc==0,'rc':$rc,'batch':$n,'tok_s':tps,'
 }
 if want decode; then
   decode decode_20b_b1 20b 1
+  decode decode_20b_b1_eager 20b 1 --enforce-eager
   decode decode_20b_b32 20b 32
+  decode decode_20b_b32_eager 20b 32 --enforce-eager
   decode decode_120b_b1 120b 1
 fi
 

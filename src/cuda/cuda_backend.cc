@@ -228,6 +228,11 @@ void CudaBackend::upload(void* dst, const void* src, int64_t bytes) {
     VOLT_CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
 
+void CudaBackend::upload_async(void* dst, const void* src, int64_t bytes) {
+    if (bytes <= 0) return;
+    VOLT_CUDA_CHECK(cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes), cudaMemcpyHostToDevice, stream_));
+}
+
 void CudaBackend::download(void* dst, const void* src, int64_t bytes) {
     if (bytes > 0)
         VOLT_CUDA_CHECK(
@@ -272,6 +277,13 @@ Status CudaBackend::reserve(const ops::WorkspaceLimits& limits) {
 void* CudaBackend::scratch(int slot, int64_t bytes) {
     Scratch& s = scratch_[slot];
     if (s.bytes >= bytes && s.data != nullptr) return s.data;
+    if (capturing_) {
+        // Growing would synchronize a capturing stream. The launches being recorded never run: the
+        // capture is reported failed and the caller runs the step eagerly (which grows the buffer).
+        capture_spoiled_ = true;
+        return s.data != nullptr ? s.data : error_;
+    }
+    ++scratch_epoch_;
     if (s.data != nullptr) release(s.data, s.bytes);  // waits for the stream first
     s.data = nullptr;
     s.bytes = 0;
@@ -279,6 +291,51 @@ void* CudaBackend::scratch(int slot, int64_t bytes) {
     VOLT_CUDA_CHECK(cudaMalloc(&s.data, static_cast<size_t>(n)));
     s.bytes = n;
     return s.data;
+}
+
+void CudaBackend::fill_scratch(uint8_t byte) {
+    for (const Scratch& s : scratch_) fill(s.data, byte, s.data != nullptr ? s.bytes : 0);
+}
+
+namespace {
+class CudaGraph final : public ops::Graph {
+  public:
+    CudaGraph(cudaGraphExec_t exec, cudaStream_t stream) : exec_(exec), stream_(stream) {}
+    ~CudaGraph() override {
+        const cudaError_t e = cudaGraphExecDestroy(exec_);
+        VOLT_CHECK(e == cudaSuccess || cuda_unloading(e)) << cudaGetErrorString(e);
+    }
+    void launch() override { VOLT_CUDA_CHECK(cudaGraphLaunch(exec_, stream_)); }
+
+  private:
+    cudaGraphExec_t exec_;
+    cudaStream_t stream_;
+};
+}  // namespace
+
+Result<std::unique_ptr<ops::Graph>> CudaBackend::capture(const std::function<void()>& body) {
+    VOLT_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+    capturing_ = true;
+    capture_spoiled_ = false;
+    body();
+    capturing_ = false;
+    cudaGraph_t graph = nullptr;
+    const cudaError_t end = cudaStreamEndCapture(stream_, &graph);
+    if (end != cudaSuccess || graph == nullptr || capture_spoiled_) {
+        cudaGetLastError();  // capture errors are not sticky
+        if (graph != nullptr) VOLT_CUDA_CHECK(cudaGraphDestroy(graph));
+        if (capture_spoiled_)
+            return Status(StatusCode::kUnavailable, "cuda graph capture: a scratch buffer had to grow");
+        return internal_error(std::string("cuda graph capture failed: ") + cudaGetErrorString(end));
+    }
+    cudaGraphExec_t exec = nullptr;
+    const cudaError_t inst = cudaGraphInstantiateWithFlags(&exec, graph, 0);
+    VOLT_CUDA_CHECK(cudaGraphDestroy(graph));
+    if (inst != cudaSuccess) {
+        cudaGetLastError();
+        return internal_error(std::string("cuda graph instantiation failed: ") + cudaGetErrorString(inst));
+    }
+    return std::unique_ptr<ops::Graph>(new CudaGraph(exec, stream_));
 }
 
 // ---- placement ----
@@ -431,10 +488,17 @@ void CudaBackend::qkv_rope_kvwrite(const ops::QkvRopeKvWriteArgs& a) {
     const int64_t T = a.num_tokens, qd = a.num_heads * a.head_dim, kvd = a.num_kv_heads * a.head_dim;
     VOLT_CHECK(a.w.q.out == qd + 2 * kvd)
         << "fused qkv of " << a.w.q.out << " rows for q " << qd << ", kv " << kvd;
-    launch_rmsnorm({.x = a.x, .w = a.norm, .y = a.h, .num_rows = T, .hidden = a.hidden, .eps = a.eps}, ctx());
-    const ops::LinearArgs la{.x = a.h, .weight = a.w.q, .y = a.q, .num_tokens = T};
-    VOLT_CHECK(linear_gemv_eligible(la)) << "fused qkv: the GEMV does not take this input (alignment)";
-    launch_linear_gemv_split3(la, a.q, qd, a.k, kvd, a.v, kvd, operand_, ctx());
+    if (a.keep_intermediates) {  // the trace reads the normed input: rmsnorm apart
+        launch_rmsnorm({.x = a.x, .w = a.norm, .y = a.h, .num_rows = T, .hidden = a.hidden, .eps = a.eps},
+                       ctx());
+        const ops::LinearArgs la{.x = a.h, .weight = a.w.q, .y = a.q, .num_tokens = T};
+        VOLT_CHECK(linear_gemv_eligible(la)) << "fused qkv: the GEMV does not take this input (alignment)";
+        launch_linear_gemv_split3(la, a.q, qd, a.k, kvd, a.v, kvd, operand_, ctx());
+    } else {  // the norm inside the GEMV's staging (bitwise the same operands)
+        const ops::LinearArgs la{.x = a.x, .weight = a.w.q, .y = a.q, .num_tokens = T};
+        VOLT_CHECK(linear_gemv_eligible(la)) << "fused qkv: the GEMV does not take this input (alignment)";
+        launch_linear_gemv_split3_norm(la, a.norm, a.eps, a.q, qd, a.k, kvd, a.v, kvd, operand_, ctx());
+    }
     launch_rope({a.q, a.k, a.positions, a.inv_freq, a.mscale, T, a.num_heads, a.num_kv_heads, a.head_dim},
                 ctx());
     launch_kv_write({a.k, a.v, a.slot_mapping, a.kv, T, a.num_kv_heads, a.head_dim}, ctx());
@@ -552,6 +616,33 @@ void CudaBackend::router(const ops::RouterArgs& a) {
         launch_linear(la, Operand::kF32, ctx());
     }
     launch_router_topk(logits, T, E, a.top_k, a.expert_ids, a.expert_weights, ctx());
+}
+
+void CudaBackend::moe_route(const ops::MoeRouteArgs& a) {
+    const int64_t T = a.num_tokens, E = a.router.out;
+    const ops::LinearArgs la{.x = a.x, .weight = a.router, .num_tokens = T};
+    if (T <= 0 || !dispatch_.uses(OpKind::kLinear, "linear_gemv_ld128_f32acc") || !linear_gemv_eligible(la) ||
+        a.norm.format != ops::Format::kF32 || !dispatch_.uses(OpKind::kRouter, "router_warp_topk_f32")) {
+        ops::Backend::moe_route(a);
+        return;
+    }
+    // One launch for rmsnorm + router logits (h written by block 0: the experts read it), then top-k.
+    auto* logits = static_cast<float*>(scratch(kRouterLogits, std::max(T, limits_.max_tokens) * E * 4));
+    ops::LinearArgs lr = la;
+    lr.y = logits;
+    launch_linear_gemv_norm(lr, a.norm, a.eps, a.h, Operand::kF32, ctx());
+    launch_router_topk(logits, T, E, a.top_k, a.expert_ids, a.expert_weights, ctx());
+}
+
+void CudaBackend::final_logits(const ops::FinalLogitsArgs& a) {
+    const ops::LinearArgs la{
+        .x = a.x, .weight = a.lm_head, .y = a.logits, .num_tokens = a.num_rows, .rows = a.rows, .num_rows = a.num_rows};
+    if (a.num_rows <= 0 || !dispatch_.uses(OpKind::kLinear, "linear_gemv_ld128_f32acc") ||
+        !linear_gemv_eligible(la) || a.norm.format != ops::Format::kF32) {
+        ops::Backend::final_logits(a);
+        return;
+    }
+    launch_linear_gemv_norm(la, a.norm, a.eps, a.keep_intermediates ? a.h : nullptr, operand_, ctx());
 }
 
 void CudaBackend::experts(const ops::ExpertsArgs& a) {

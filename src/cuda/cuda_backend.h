@@ -53,12 +53,21 @@ class CudaBackend final : public ops::Backend {
     Result<ops::Buffer> alloc(int64_t bytes) override;
     void release(void* data, int64_t bytes) override;
     void upload(void* dst, const void* src, int64_t bytes) override;
+    // cudaMemcpyAsync from pageable memory: the runtime copies `src` out before returning and does not
+    // wait for the device (CUDA runtime API, "API synchronization behavior").
+    void upload_async(void* dst, const void* src, int64_t bytes) override;
     void download(void* dst, const void* src, int64_t bytes) override;
     void copy(void* dst, const void* src, int64_t bytes) override;
     void fill(void* dst, uint8_t byte, int64_t bytes) override;
     ops::MemoryStats memory() const override;
     void synchronize() override;
     Status reserve(const ops::WorkspaceLimits& limits) override;
+    // Stream capture (thread-local mode) into a cudaGraphExec_t. A scratch buffer that would have to
+    // grow inside the capture fails it (kInternal; nothing was launched) instead of synchronizing.
+    bool has_graphs() const override { return true; }
+    Result<std::unique_ptr<ops::Graph>> capture(const std::function<void()>& body) override;
+    uint64_t scratch_epoch() const override { return scratch_epoch_; }
+    void fill_scratch(uint8_t byte) override;
 
     Result<ops::DenseWeight> place_dense(const ops::DenseWeight& host, ops::WeightRole role,
                                          std::vector<ops::Buffer>* owned) override;
@@ -82,6 +91,10 @@ class CudaBackend final : public ops::Backend {
     void o_proj_residual(const ops::OProjResidualArgs& a) override;
     // Fused q|k|v (placed fused when the fast kernels run): rmsnorm, one GEMV, rope, kv_write.
     void qkv_rope_kvwrite(const ops::QkvRopeKvWriteArgs& a) override;
+    // rmsnorm + router GEMV in one launch (h still written for the experts), then top-k.
+    void moe_route(const ops::MoeRouteArgs& a) override;
+    // rmsnorm of the rows + lm_head GEMV in one launch (h written when keep_intermediates).
+    void final_logits(const ops::FinalLogitsArgs& a) override;
     double measure_read_gbps(int64_t bytes) override;
 
   private:
@@ -113,6 +126,9 @@ class CudaBackend final : public ops::Backend {
         int64_t bytes = 0;
     };
     std::vector<Scratch> scratch_;
+    uint64_t scratch_epoch_ = 0;     // bumped when a scratch buffer moves
+    bool capturing_ = false;         // inside capture(): scratch must not grow
+    bool capture_spoiled_ = false;   // a scratch buffer was too small during the capture
     // Placement summary, logged when lm_head (the last dense weight of a model) is placed.
     int64_t placed_bytes_ = 0, dense_to_f16_ = 0, dense_kept_bf16_ = 0, experts_quantized_ = 0;
     std::unordered_map<void*, void*> host_mapped_;  // device address -> cudaHostAlloc'd host address

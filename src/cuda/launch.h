@@ -71,6 +71,14 @@ void launch_linear_gemv_residual(const ops::LinearArgs& a, float* residual, Oper
 // the last n2 to y2 (a fused q|k|v weight writes q, k, v apart); n0 + n1 + n2 == out.
 void launch_linear_gemv_split3(const ops::LinearArgs& a, float* y0, int64_t n0, float* y1, int64_t n1,
                                float* y2, int64_t n2, Operand operand, const Launch& ctx);
+// RMSNorm fused into the GEMV (the norm of each row x[rows[r]] computed in every block exactly as
+// launch_rmsnorm does, so the results are bitwise those of launch_rmsnorm then the GEMV): gain [in]
+// (f32 placed vector), eps; normed [rows, in] receives the normed rows (may be null).
+void launch_linear_gemv_norm(const ops::LinearArgs& a, const ops::VectorWeight& gain, float eps, float* normed,
+                             Operand operand, const Launch& ctx);
+void launch_linear_gemv_split3_norm(const ops::LinearArgs& a, const ops::VectorWeight& gain, float eps,
+                                    float* y0, int64_t n0, float* y1, int64_t n1, float* y2, int64_t n2,
+                                    Operand operand, const Launch& ctx);
 // MXFP4 experts in two launches (kernels/experts_gemv.cu): gate_up + clamped SwiGLU into act, then down +
 // bias + routing weight accumulated into a.out in rank order. act: experts_gemv_act_bytes of scratch.
 bool experts_gemv_eligible(const ops::ExpertsArgs& a);

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include <spdlog/spdlog.h>
+
 #include "core/check.h"
 
 namespace volt::executor {
@@ -103,7 +105,31 @@ Status BackendExecutor::init_cache(const CacheConfig& c) {
     }
     builder_.init(c.max_num_seqs);
     set_num_slots(c.max_num_seqs);
+    // Decode graphs: capture sizes, and the inputs' buffer at its largest so that it never moves.
+    graphs_.clear();
+    capture_sizes_.clear();
+    max_model_len_ = c.max_model_len;
+    block_size_ = c.block_size;
+    const int64_t max_rows = std::min<int64_t>({c.max_num_seqs, rows, kLogitsChunkRows});
+    for (int64_t n : {1, 2, 4})
+        if (n <= max_rows) capture_sizes_.push_back(n);
+    for (int64_t n = 8; n <= max_rows; n += 8) capture_sizes_.push_back(n);
+    if (!capture_sizes_.empty() && capture_sizes_.back() < max_rows) capture_sizes_.push_back(max_rows);
+    if (!capture_sizes_.empty() && c.max_model_len > 0 && group_->size() == 1) {
+        const int64_t widths = (std::max<int64_t>(c.max_model_len, 256) + c.block_size - 1) / c.block_size;
+        const int64_t w[kNumKvGroups] = {widths, widths};
+        VOLT_RETURN_IF_ERROR(
+            graph_upload_.reserve(backend(), model::StepUpload::decode_bytes(capture_sizes_.back(), w)));
+    }
     return Status::ok();
+}
+
+void BackendExecutor::fill_workspace(uint8_t byte) {
+    for (int i = 0; i < group_->size(); ++i) {
+        ops::Backend& be = *group_->rank(i).backend;
+        for (const ops::Buffer& buf : states_[i].ws.buffers) be.fill(buf.data(), byte, buf.bytes());
+        be.fill_scratch(byte);
+    }
 }
 
 Status BackendExecutor::profile(const CacheConfig& c) {
@@ -189,7 +215,7 @@ Status BackendExecutor::sample_chunk(const std::vector<ops::SampleRow>& rows, in
         r.output_ids = reinterpret_cast<const int32_t*>(base + offs[i].output);
     }
     ops::Backend& be = backend();
-    be.upload(base, s.data(), bytes);
+    be.upload_async(base, s.data(), bytes);  // ordered before the sample op; s is copied out now
     ops::SampleArgs args;
     args.rows = reinterpret_cast<const ops::SampleRow*>(base + rows_off);
     args.num_rows = n;
@@ -212,12 +238,10 @@ Status BackendExecutor::sample_chunk(const std::vector<ops::SampleRow>& rows, in
     return Status::ok();
 }
 
-Status BackendExecutor::run_rank(int i, const StepBatch& b, const model::HostStep& step) {
+void BackendExecutor::copy_blocks(int i, const StepBatch& b) {
     Rank& r = group_->rank(i);
     RankState& st = states_[i];
     const model::GptOssConfig& c = weights_->config;
-    if (r.tp_comm) r.tp_comm->begin_step(step_count_);
-    if (r.pp_comm) r.pp_comm->begin_step(step_count_);
     for (int g = 0; g < kNumKvGroups; ++g) {
         st.copy_src.clear();
         st.copy_dst.clear();
@@ -237,6 +261,15 @@ Status BackendExecutor::run_rank(int i, const StepBatch& b, const model::HostSte
                                 st.copy_src.data(), st.copy_dst.data(),
                                 static_cast<int64_t>(st.copy_src.size()), st.cache.block_bytes()});
     }
+}
+
+Status BackendExecutor::run_rank(int i, const StepBatch& b, const model::HostStep& step) {
+    Rank& r = group_->rank(i);
+    RankState& st = states_[i];
+    const model::GptOssConfig& c = weights_->config;
+    if (r.tp_comm) r.tp_comm->begin_step(step_count_);
+    if (r.pp_comm) r.pp_comm->begin_step(step_count_);
+    copy_blocks(i, b);
     VOLT_ASSIGN_OR_RETURN(model::ForwardBatch fb, st.upload.upload(*r.backend, step));
     const int64_t V = c.vocab_size;
     Status sampled = Status::ok();
@@ -260,11 +293,122 @@ Status BackendExecutor::run(const StepBatch& b, StepResult* result) {
     logprobs_.resize(R);
     top_ids_.resize(R * kMaxLogprobs);
     top_logprobs_.resize(R * kMaxLogprobs);
-    // Every rank runs the same step (so all issue the same collectives); only the output rank samples.
-    VOLT_RETURN_IF_ERROR(group_->run([&](int i) { return run_rank(i, b, step); }));
+    if (graph_eligible(b)) {
+        VOLT_RETURN_IF_ERROR(run_graph(b, step));
+    } else {
+        // Every rank runs the same step (so all issue the same collectives); only the output rank samples.
+        VOLT_RETURN_IF_ERROR(group_->run([&](int i) { return run_rank(i, b, step); }));
+    }
     ++step_count_;
     fill_result(b, tokens_, logprobs_, top_ids_, top_logprobs_, kMaxLogprobs, result);
     return Status::ok();
+}
+
+}  // namespace volt::executor
+
+namespace volt::executor {
+
+namespace {
+bool same_inputs(const model::ForwardBatch& a, const model::ForwardBatch& b) {
+    bool same = a.num_tokens == b.num_tokens && a.num_seqs == b.num_seqs && a.token_ids == b.token_ids &&
+                a.positions == b.positions && a.query_start_loc == b.query_start_loc &&
+                a.seq_lens == b.seq_lens && a.logits_rows == b.logits_rows &&
+                a.num_logits_rows == b.num_logits_rows && a.max_seq_len == b.max_seq_len;
+    for (int g = 0; g < ops::kNumKvGroups; ++g)
+        same = same && a.groups[g].slot_mapping == b.groups[g].slot_mapping &&
+               a.groups[g].block_tables == b.groups[g].block_tables &&
+               a.groups[g].max_blocks == b.groups[g].max_blocks;
+    return same;
+}
+
+// `s` (a decode step of S sequences) padded to `rows` sequences with block tables `widths` wide.
+void pad_decode_step(const model::HostStep& s, int64_t rows, const int64_t widths[ops::kNumKvGroups],
+                     model::HostStep* out) {
+    const int64_t S = s.num_seqs();
+    out->token_ids = s.token_ids;
+    out->token_ids.resize(rows, 0);
+    out->positions = s.positions;
+    out->positions.resize(rows, 0);
+    out->seq_lens = s.seq_lens;
+    out->seq_lens.resize(rows, 0);
+    out->query_start_loc.resize(rows + 1);
+    out->logits_rows.resize(rows);
+    for (int64_t i = 0; i <= rows; ++i) out->query_start_loc[i] = static_cast<int32_t>(i);
+    for (int64_t i = 0; i < rows; ++i) out->logits_rows[i] = static_cast<int32_t>(i);
+    for (int g = 0; g < ops::kNumKvGroups; ++g) {
+        out->slot_mapping[g] = s.slot_mapping[g];
+        if (!out->slot_mapping[g].empty()) out->slot_mapping[g].resize(rows, -1);
+        const int64_t w = widths[g], from = s.max_blocks[g];
+        out->max_blocks[g] = w;
+        out->block_tables[g].assign(rows * w, -1);
+        for (int64_t i = 0; i < S; ++i)
+            std::copy(s.block_tables[g].begin() + i * from, s.block_tables[g].begin() + (i + 1) * from,
+                      out->block_tables[g].begin() + i * w);
+    }
+}
+}  // namespace
+
+bool BackendExecutor::graph_eligible(const StepBatch& b) const {
+    if (enforce_eager_ || graphs_failed_ || capture_sizes_.empty() || group_->size() != 1 ||
+        !group_->rank(0).backend->has_graphs())
+        return false;
+    if (b.num_tokens != b.num_seqs || b.num_tokens > capture_sizes_.back() || b.num_tokens <= 0) return false;
+    if (static_cast<int64_t>(b.logits_rows.size()) != b.num_seqs) return false;
+    for (int64_t i = 0; i < b.num_seqs; ++i) {
+        const LogitsRow& r = b.logits_rows[i];
+        if (r.row != i || r.seq != i || r.target >= 0) return false;
+    }
+    return !group_->rank(0).forward->tracing();
+}
+
+Status BackendExecutor::run_graph(const StepBatch& b, const model::HostStep& step) {
+    Rank& r = group_->rank(0);
+    RankState& st = states_[0];
+    ops::Backend& be = *r.backend;
+    const int64_t S = b.num_seqs;
+    const int64_t rows = *std::lower_bound(capture_sizes_.begin(), capture_sizes_.end(), S);
+    int64_t longest = 0;
+    for (int32_t n : b.context_lens) longest = std::max<int64_t>(longest, n);
+    int64_t keys = 256;
+    while (keys < longest) keys *= 2;
+    if (max_model_len_ >= longest && keys > max_model_len_) keys = std::max<int64_t>(max_model_len_, 256);
+    int64_t widths[kNumKvGroups];
+    for (int g = 0; g < kNumKvGroups; ++g)
+        widths[g] = std::max<int64_t>((keys + block_size_ - 1) / block_size_, step.max_blocks[g]);
+    pad_decode_step(step, rows, widths, &padded_);
+    copy_blocks(0, b);
+    VOLT_ASSIGN_OR_RETURN(model::ForwardBatch fb, graph_upload_.upload(be, padded_));
+    fb.max_seq_len = keys;  // sizes the split-KV grid; each row's splits follow its own context
+    const model::LogitsFn none = [](int64_t, int64_t, const float*) {};
+    CapturedStep& cs = graphs_[{rows, keys, widths[0], widths[1]}];
+    if (!cs.graph || cs.epoch != be.scratch_epoch() || !same_inputs(cs.inputs, fb)) {
+        cs = CapturedStep();
+        Status inner = Status::ok();
+        auto captured = be.capture([&] { inner = r.forward->run(fb, st.cache.layers(), st.ws, none); });
+        if (captured.is_ok() && inner.is_ok()) {
+            cs.graph = std::move(*captured);
+            cs.inputs = fb;
+            cs.epoch = be.scratch_epoch();
+        } else {
+            // Scratch had to grow (the eager step below grows it; the next step captures) or capture
+            // itself failed (then every later step runs eagerly, said once).
+            const Status why = captured.is_ok() ? inner : captured.status();
+            if (why.code() != StatusCode::kUnavailable) {
+                spdlog::warn("cuda graphs off, steps run eagerly: {}", why.to_string());
+                graphs_failed_ = true;
+            }
+            graphs_.erase({rows, keys, widths[0], widths[1]});
+            VOLT_RETURN_IF_ERROR(r.forward->run(fb, st.cache.layers(), st.ws, none));
+        }
+    }
+    auto it = graphs_.find({rows, keys, widths[0], widths[1]});
+    if (it != graphs_.end() && it->second.graph) {
+        it->second.graph->launch();
+        ++graph_replays_;
+    }
+    const model::GptOssConfig& c = weights_->config;
+    const std::vector<ops::SampleRow>& sample = builder_.sample_rows(b, 0, S, st.ws.logits, c.vocab_size);
+    return sample_chunk(sample, 0, c.vocab_size, b.vocab_size_real > 0 ? b.vocab_size_real : c.vocab_size);
 }
 
 }  // namespace volt::executor

@@ -11,6 +11,8 @@
 // Tests: tests/unit/engine/engine_test.cc (through CpuExecutor), scripts/gpu/check.sh (--device cuda).
 #pragma once
 
+#include <array>
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -50,6 +52,25 @@ class BackendExecutor : public SyncExecutor {
     // KV pools. The workspace is kept for init_cache. Errors: out of memory, the step's.
     Status profile(const engine::CacheConfig& config);
 
+    // CUDA graphs for decode steps (vLLM's default; --enforce-eager turns them off). A decode step (one
+    // token and one sample row per sequence, TP = PP = 1, no trace) of S sequences runs as the graph of
+    // the smallest capture size B >= S: rows S..B-1 are padding (token 0 at position 0, no KV slot,
+    // context 0, empty block tables: they write no KV and their attention is the sink's alone, 0), block
+    // tables are as wide as the bucket of the longest context (a power of two >= 256 keys, at most
+    // max_model_len), and the graph is captured the first time its (B, context bucket, widths) is seen.
+    // Every op computes a row from that row alone, so a sequence's logits are bitwise those of the eager
+    // step (tests/unit/cuda/cuda_backend_test.cc CudaGraphs.*). Backends without graphs run eagerly.
+    void set_enforce_eager(bool eager) { enforce_eager_ = eager; }
+    // Capture sizes (ascending), set by init_cache: 1, 2, 4, then multiples of 8, up to the smallest of
+    // max_num_seqs, max_num_batched_tokens and 256 (one chunk of logits).
+    const std::vector<int64_t>& capture_sizes() const { return capture_sizes_; }
+    int64_t num_graphs() const { return static_cast<int64_t>(graphs_.size()); }
+    int64_t graph_replays() const { return graph_replays_; }
+    // Tests: fills the step workspace and the backend's scratch with `byte` (0xff: NaN).
+    void fill_workspace(uint8_t byte);
+    // Tests: the KV cache of rank i.
+    const model::KvStore& kv_cache(int i = 0) const { return states_[i].cache; }
+
     // The output rank's forward pass and backend (the only ones at TP = PP = 1).
     model::Forward& forward() { return *group_->rank(group_->output_rank()).forward; }
     ops::Backend& backend() { return *group_->rank(group_->output_rank()).backend; }
@@ -80,6 +101,12 @@ class BackendExecutor : public SyncExecutor {
         std::vector<ops::KvLayer> group_layers;
     };
     Status run_rank(int i, const engine::StepBatch& b, const model::HostStep& step);
+    // The batch's copy-on-write block copies on rank i.
+    void copy_blocks(int i, const engine::StepBatch& b);
+    // The decode step as a graph replay (set_enforce_eager); false when the step is not one.
+    bool graph_eligible(const engine::StepBatch& b) const;
+    Status run_graph(const engine::StepBatch& b, const model::HostStep& step);
+
 
     std::shared_ptr<const model::ModelWeights> weights_;
     ops::Format kv_format_;
@@ -91,6 +118,21 @@ class BackendExecutor : public SyncExecutor {
     std::vector<float> logprobs_, top_logprobs_;
     ops::Buffer sample_device_;
     std::vector<uint8_t> sample_staging_, sample_out_;
+
+    // Decode graphs (after group_: their buffers and graphs go before the backends do).
+    struct CapturedStep {
+        std::unique_ptr<ops::Graph> graph;
+        model::ForwardBatch inputs;  // what it was captured with (addresses, sizes)
+        uint64_t epoch = 0;          // the backend's scratch_epoch() then
+    };
+    bool enforce_eager_ = false;
+    bool graphs_failed_ = false;  // a capture failed other than by scratch growth: eager from then on
+    std::vector<int64_t> capture_sizes_;
+    int64_t max_model_len_ = 0, block_size_ = 16;
+    std::map<std::array<int64_t, 4>, CapturedStep> graphs_;  // (rows, context bucket, widths of the tables)
+    model::StepUpload graph_upload_;
+    model::HostStep padded_;
+    int64_t graph_replays_ = 0;
 };
 
 }  // namespace volt::executor

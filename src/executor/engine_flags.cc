@@ -48,6 +48,8 @@ void add_engine_flags(CLI::App* app, EngineFlags* f) {
     app->add_flag("--embedding-in-host-memory", f->device.embedding_in_host_memory,
                   "cuda: keep the embedding table in pinned host memory (1.08 GiB of GPU memory for gpt-oss "
                   "goes to the KV cache; a step reads only its tokens' rows over the bus)");
+    app->add_flag("--enforce-eager", f->enforce_eager,
+                  "cuda: run decode steps eagerly, without CUDA graphs (vLLM's flag)");
     app->add_option("--gpu-memory-utilization", f->gpu_memory_utilization,
                     "share of the GPU's total memory for weights, activations and the KV cache (vLLM's)")
         ->check(CLI::Range(0.01, 1.0))
@@ -167,6 +169,7 @@ Result<std::unique_ptr<Executor>> make_executor(const EngineFlags& f,
         VOLT_ASSIGN_OR_RETURN(auto backend, make_backend(f.device));
         VOLT_ASSIGN_OR_RETURN(auto ex,
                               BackendExecutor::create(weights, std::move(backend), ops::Format::kF16));
+        ex->set_enforce_eager(f.enforce_eager);
         if (config) VOLT_RETURN_IF_ERROR(plan_gpu_memory(f, *ex, config));
         return std::unique_ptr<Executor>(std::move(ex));
     }

@@ -3,7 +3,7 @@
 // --num-kv-blocks-override (alias --num-gpu-blocks-override), --max-queued-requests, --swap-space
 // (accepted, prints a notice: swapping to host memory comes later), --executor cpu|scripted, --script,
 // and where the model runs: --device cpu|cuda, --cuda-kernels auto|sm70, --embedding-in-host-memory,
-// --gpu-memory-utilization,
+// --enforce-eager, --gpu-memory-utilization,
 // --load-format auto|safetensors|dummy, --tensor-parallel-size, --pipeline-parallel-size,
 // --collective-timeout (docs/parallel.md). --dtype stays each command's own (serve takes vLLM's spellings).
 // Tests: tests/unit/executor/engine_flags_test.cc; on the GPU scripts/gpu/serve.sh.
@@ -30,6 +30,7 @@ struct EngineFlags {
     std::string executor = "cpu";  // "cpu" (the model on the CPU) or "scripted" (replays --script)
     std::string script;            // scripted executor's JSON file (executor/scripted_executor.h)
     DeviceOptions device;          // --device, --cuda-kernels (and the command's --dtype)
+    bool enforce_eager = false;              // --enforce-eager: no CUDA graphs (BackendExecutor)
     double gpu_memory_utilization = 0.92;    // vLLM's meaning: the share of the GPU's total memory this
                                              // instance may use (weights + activations + KV pools)
     bool kv_cache_memory_bytes_set = false;  // --kv-cache-memory-bytes given: it sizes the KV pools

@@ -37,10 +37,8 @@ Result<ForwardBatch> StepUpload::upload(ops::Backend& backend, const HostStep& s
         tables[g] = stage(staging_, s.block_tables[g].data(), static_cast<int64_t>(s.block_tables[g].size()));
     }
     const auto bytes = static_cast<int64_t>(staging_.size());
-    if (device_.bytes() < bytes) {
-        VOLT_ASSIGN_OR_RETURN(device_, backend.alloc(std::max<int64_t>(bytes * 5 / 4, 4096)));
-    }
-    backend.upload(device_.data(), staging_.data(), bytes);
+    if (device_.bytes() < bytes) VOLT_RETURN_IF_ERROR(reserve(backend, bytes * 5 / 4));
+    backend.upload_async(device_.data(), staging_.data(), bytes);
     auto* base = static_cast<uint8_t*>(device_.data());
     ForwardBatch b;
     b.num_tokens = T;
@@ -60,6 +58,21 @@ Result<ForwardBatch> StepUpload::upload(ops::Backend& backend, const HostStep& s
     }
     for (int32_t len : s.seq_lens) b.max_seq_len = std::max<int64_t>(b.max_seq_len, len);
     return b;
+}
+
+Status StepUpload::reserve(ops::Backend& backend, int64_t bytes) {
+    if (device_.bytes() >= bytes) return Status::ok();
+    device_ = ops::Buffer();
+    VOLT_ASSIGN_OR_RETURN(device_, backend.alloc(std::max<int64_t>(bytes, 4096)));
+    return Status::ok();
+}
+
+int64_t StepUpload::decode_bytes(int64_t rows, const int64_t max_blocks[ops::kNumKvGroups]) {
+    auto aligned = [](int64_t n) { return (n + 7) / 8 * 8; };
+    // ids, positions, query_start_loc, seq_lens, logits rows; per group slots (int64) and tables.
+    int64_t bytes = aligned(4 * rows) * 2 + aligned(4 * (rows + 1)) + aligned(4 * rows) * 2;
+    for (int g = 0; g < ops::kNumKvGroups; ++g) bytes += 8 * rows + aligned(4 * rows * max_blocks[g]);
+    return bytes;
 }
 
 Result<Workspace> Workspace::create(ops::Backend& backend, const GptOssConfig& c, int64_t max_tokens,

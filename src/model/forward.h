@@ -53,7 +53,15 @@ struct HostStep {
 // Packs a HostStep into one buffer of backend memory with one upload (grown when a step needs more).
 class StepUpload {
   public:
+    // Without waiting for the device (Backend::upload_async): the buffer is reused by the next upload,
+    // which is ordered after this step's ops.
     Result<ForwardBatch> upload(ops::Backend& backend, const HostStep& step);
+    // Grows the device buffer to `bytes` now (a graph's inputs keep their addresses when every later
+    // step fits).
+    Status reserve(ops::Backend& backend, int64_t bytes);
+    // Bytes a step of `rows` one-token sequences with block tables `max_blocks` wide takes (alignment
+    // included): what reserve() needs for the largest decode graph.
+    static int64_t decode_bytes(int64_t rows, const int64_t max_blocks[ops::kNumKvGroups]);
 
   private:
     ops::Buffer device_;
@@ -110,6 +118,7 @@ class Forward {
     const ModelWeights& weights() const { return model_->weights; }
     ops::Backend& backend() const { return backend_; }
     void set_trace(TraceFn fn) { trace_ = std::move(fn); }
+    bool tracing() const { return static_cast<bool>(trace_); }
 
     // A shard's communicators (before the first run).
     void set_comm(ForwardComm comm) { comm_ = comm; }

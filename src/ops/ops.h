@@ -17,7 +17,9 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "core/status.h"
@@ -217,6 +219,15 @@ struct WorkspaceLimits {
 
 class Backend;
 
+// A recorded sequence of launches (a CUDA graph), replayed with the arguments it was recorded with:
+// the same pointers, sizes and grid shapes; only the bytes those pointers hold change between replays.
+class Graph {
+  public:
+    virtual ~Graph() = default;
+    // Enqueues the recorded launches on the backend's stream and returns at once.
+    virtual void launch() = 0;
+};
+
 // Backend memory owned RAII-style; freed through the backend that made it.
 class Buffer {
   public:
@@ -252,7 +263,10 @@ class Backend {
     // Memory. alloc: contents unspecified; kResourceExhausted naming the size when the device is full.
     virtual Result<Buffer> alloc(int64_t bytes) = 0;
     virtual void release(void* data, int64_t bytes) = 0;                   // what a Buffer calls when it dies
-    virtual void upload(void* dst, const void* src, int64_t bytes) = 0;    // host -> backend
+    virtual void upload(void* dst, const void* src, int64_t bytes) = 0;    // host -> backend; waits
+    // host -> backend without waiting for the device: the bytes of `src` are taken before this returns
+    // (src may be reused at once), the copy is ordered before every later op. Default: upload().
+    virtual void upload_async(void* dst, const void* src, int64_t bytes) { upload(dst, src, bytes); }
     virtual void download(void* dst, const void* src, int64_t bytes) = 0;  // backend -> host; waits
     virtual void copy(void* dst, const void* src, int64_t bytes) = 0;      // within backend memory
     virtual void fill(void* dst, uint8_t byte, int64_t bytes) = 0;
@@ -264,6 +278,22 @@ class Backend {
     virtual void synchronize() = 0;
     // Sizes the backend's own scratch; call before the first op (and again when limits grow).
     virtual Status reserve(const WorkspaceLimits& limits) { return Status::ok(); }
+
+    // Graph capture (CUDA graphs): records the launches that `body` issues on the backend's stream
+    // instead of running them. body must not allocate, upload, download or synchronize: run the same
+    // body once eagerly first, so every scratch buffer it needs has its size. Errors: kUnimplemented where
+    // the backend has no graphs (the CPU), kUnavailable when a scratch buffer would have had to grow
+    // (run the body eagerly, then capture again), kInternal when the capture failed.
+    // Whether capture() works on this backend (the executor runs eagerly where not).
+    virtual bool has_graphs() const { return false; }
+    virtual Result<std::unique_ptr<Graph>> capture(const std::function<void()>& body) {
+        return unimplemented(std::string(name()) + " backend: no graph capture");
+    }
+    // Changes whenever backend-owned scratch moves: a graph captured before the change is stale.
+    virtual uint64_t scratch_epoch() const { return 0; }
+    // Fills every backend-owned scratch buffer with `byte` (tests: 0xff, NaN in f32 and f16, shows that
+    // no op reads scratch it did not write).
+    virtual void fill_scratch(uint8_t /*byte*/) {}
 
     // Weight placement: the view of a host tensor in backend memory, in the format this backend's
     // kernels read (the CPU returns the host view itself; a GPU uploads, may convert bf16 -> f16 after a

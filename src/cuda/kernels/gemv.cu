@@ -64,6 +64,53 @@ struct GemvOut {
     float* residual = nullptr;
 };
 
+// RMSNorm fused into the staging of x (the coarse ops qkv_rope_kvwrite, moe_route, final_logits): gain
+// null: x is staged as it is. Otherwise each block computes the row's 1/rms exactly as rmsnorm_kernel does
+// (thread i of 256 sums x[j]^2 for j = i, i + 256, ... in order, the same block reduction, the same
+// expressions), so the staged operands are bitwise those of rmsnorm then GEMV; block 0 of each row slice
+// writes the normed f32 row to `normed` (row r of the launch) when it is set.
+struct GemvNorm {
+    DeviceVector gain;
+    float eps = 0.0f;
+    float* normed = nullptr;  // [rows, in] or null
+};
+
+// 1 / rms of row `xrow` ([in] f32) when nm.gain is set (else 1, unused). Every thread of the block calls
+// it (a block reduction inside).
+__device__ __forceinline__ float row_inv_rms(const float* __restrict__ xrow, int64_t in, const GemvNorm& nm,
+                                             float* smem) {
+    if (nm.gain.data == nullptr) return 1.0f;
+    static_assert(kThreads == 256, "the reduction order of rmsnorm_kernel (256 threads)");
+    float ss = 0.0f;
+    for (int64_t i = threadIdx.x; i < in; i += kThreads) ss += xrow[i] * xrow[i];
+    ss = block_sum<kThreads>(ss, smem);
+    return 1.0f / sqrtf(ss / static_cast<float>(in) + nm.eps);
+}
+
+// Stages row `xrow` ([in] f32) into xs ([in / 4] float4) rounded to the operand format, normed first
+// (times inv = row_inv_rms of the row, times the gain) when nm.gain is set.
+template <Operand O>
+__device__ __forceinline__ void stage_row(const float* __restrict__ xrow, float4* xs, int64_t in,
+                                          const GemvNorm& nm, float inv, int64_t r) {
+    const float4* xr = reinterpret_cast<const float4*>(xrow);
+    const int64_t in4 = in / 4;
+    if (nm.gain.data == nullptr) {
+        for (int64_t i = threadIdx.x; i < in4; i += kThreads) {
+            const float4 v = xr[i];
+            xs[i] = make_float4(xop<O>(v.x), xop<O>(v.y), xop<O>(v.z), xop<O>(v.w));
+        }
+        return;
+    }
+    float* out = nm.normed != nullptr && blockIdx.x == 0 ? nm.normed + r * in : nullptr;
+    for (int64_t i = threadIdx.x; i < in4; i += kThreads) {
+        const float4 v = xr[i];
+        const float y0 = load_vec(nm.gain, 4 * i) * (v.x * inv), y1 = load_vec(nm.gain, 4 * i + 1) * (v.y * inv),
+                    y2 = load_vec(nm.gain, 4 * i + 2) * (v.z * inv), y3 = load_vec(nm.gain, 4 * i + 3) * (v.w * inv);
+        if (out != nullptr) reinterpret_cast<float4*>(out)[i] = make_float4(y0, y1, y2, y3);
+        xs[i] = make_float4(xop<O>(y0), xop<O>(y1), xop<O>(y2), xop<O>(y3));
+    }
+}
+
 // One warp's share of the dot products of one tile of NR rows (x rows xr[0..NR)) with weight row wrow:
 // chunks [c_begin, c_end), lane l taking c_begin + l, c_begin + l + 32, ... in that order (the same per-row
 // order for every NR and every batch). The loads of up to kBatch chunks a lane holds are issued before
@@ -155,10 +202,12 @@ constexpr int kOuts = kWarps / kSplit;
 template <WFmt F, Operand O, int kTile>
 __global__ void __launch_bounds__(kThreads, kTile == 4 && O == Operand::kF32 ? 1 : 2)
     gemv_kernel(const float* __restrict__ x, const int32_t* __restrict__ rows, const void* __restrict__ w,
-                DeviceVector bias, GemvOut dst, int64_t num_rows, int64_t out, int64_t in, int* error) {
+                DeviceVector bias, GemvOut dst, GemvNorm norm, int64_t num_rows, int64_t out, int64_t in,
+                int* error) {
     static_assert(kTile == 1 || kTile == kRows, "tiles of 1 or kRows rows");
     extern __shared__ float4 xs[];  // [kTile][in / 4]
     __shared__ float red[kWarps][kTile];
+    __shared__ float norm_red[32];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int split = warp % kSplit;
     constexpr int kPer = F == WFmt::kF32 ? 4 : 8;  // weights per 16-byte chunk
@@ -183,9 +232,7 @@ __global__ void __launch_bounds__(kThreads, kTile == 4 && O == Operand::kF32 ? 1
                     if (c < c_end) q[u] = __ldg(wrow + c);
                 }
             };
-            uint4 next[kPipe];
-            load(blockIdx.x, next);
-            for (int64_t r = r_begin; r < r_end; ++r) {  // one row (rows == 1 launches)
+            auto source = [&](int64_t r) {
                 int64_t src = r;
                 if (rows != nullptr) {
                     src = rows[src];
@@ -194,10 +241,21 @@ __global__ void __launch_bounds__(kThreads, kTile == 4 && O == Operand::kF32 ? 1
                         src = 0;
                     }
                 }
-                const float4* xr = reinterpret_cast<const float4*>(x + src * in);
-                for (int64_t i = threadIdx.x; i < in4; i += kThreads) {
-                    const float4 v = xr[i];
-                    xs[i] = make_float4(xop<O>(v.x), xop<O>(v.y), xop<O>(v.z), xop<O>(v.w));
+                return src;
+            };
+            // Without a norm the first group's loads are in flight while x is staged; with one, x is
+            // normed and staged first (the loads held across the reduction would need more registers).
+            const bool normed = norm.gain.data != nullptr;
+            uint4 next[kPipe];
+            if (!normed) load(blockIdx.x, next);
+            for (int64_t r = r_begin; r < r_end; ++r) {  // one row (rows == 1 launches)
+                const int64_t src = source(r);
+                if (normed) {
+                    const float inv = row_inv_rms(x + src * in, in, norm, norm_red);
+                    stage_row<O>(x + src * in, xs, in, norm, inv, r);
+                    if (r == r_begin) load(blockIdx.x, next);
+                } else {
+                    stage_row<O>(x + src * in, xs, in, norm, 1.0f, r);
                 }
                 __syncthreads();
                 for (int64_t grp = blockIdx.x; grp < groups; grp += gridDim.x) {
@@ -240,11 +298,8 @@ __global__ void __launch_bounds__(kThreads, kTile == 4 && O == Operand::kF32 ? 1
                     src = 0;
                 }
             }
-            const float4* xr = reinterpret_cast<const float4*>(x + src * in);
-            for (int64_t i = threadIdx.x; i < in4; i += kThreads) {
-                const float4 v = xr[i];
-                xs[j * in4 + i] = make_float4(xop<O>(v.x), xop<O>(v.y), xop<O>(v.z), xop<O>(v.w));
-            }
+            const float inv = row_inv_rms(x + src * in, in, norm, norm_red);
+            stage_row<O>(x + src * in, xs + j * in4, in, norm, inv, r0 + j);
         }
         __syncthreads();
         for (int64_t grp = blockIdx.x; grp < groups; grp += gridDim.x) {
@@ -306,7 +361,8 @@ void allow_smem(K kernel, size_t bytes) {
 }
 
 template <WFmt F, Operand OP>
-void launch_op(const ops::LinearArgs& a, int64_t rows, const GemvOut& dst, const Launch& ctx) {
+void launch_op(const ops::LinearArgs& a, int64_t rows, const GemvOut& dst, const GemvNorm& nm,
+               const Launch& ctx) {
     const auto& w = a.weight;
     const DeviceVector b = device_vector(w.b);
     const int64_t groups = (w.out + kOuts - 1) / kOuts;
@@ -321,25 +377,25 @@ void launch_op(const ops::LinearArgs& a, int64_t rows, const GemvOut& dst, const
     if (one) {
         auto* k = gemv_kernel<F, OP, 1>;
         allow_smem(k, smem);
-        k<<<grid, kThreads, smem, ctx.stream>>>(a.x, a.rows, w.w, b, dst, rows, w.out, w.in, ctx.error);
+        k<<<grid, kThreads, smem, ctx.stream>>>(a.x, a.rows, w.w, b, dst, nm, rows, w.out, w.in, ctx.error);
     } else {
         auto* k = gemv_kernel<F, OP, kRows>;
         allow_smem(k, smem);
-        k<<<grid, kThreads, smem, ctx.stream>>>(a.x, a.rows, w.w, b, dst, rows, w.out, w.in, ctx.error);
+        k<<<grid, kThreads, smem, ctx.stream>>>(a.x, a.rows, w.w, b, dst, nm, rows, w.out, w.in, ctx.error);
     }
     VOLT_CUDA_CHECK_LAUNCH();
 }
 
 template <WFmt F>
 void launch_format(const ops::LinearArgs& a, Operand op, int64_t rows, const GemvOut& dst,
-                   const Launch& ctx) {
+                   const GemvNorm& nm, const Launch& ctx) {
     switch (op) {
         case Operand::kF32:
-            return launch_op<F, Operand::kF32>(a, rows, dst, ctx);
+            return launch_op<F, Operand::kF32>(a, rows, dst, nm, ctx);
         case Operand::kF16:
-            return launch_op<F, Operand::kF16>(a, rows, dst, ctx);
+            return launch_op<F, Operand::kF16>(a, rows, dst, nm, ctx);
         case Operand::kBf16:
-            return launch_op<F, Operand::kBf16>(a, rows, dst, ctx);
+            return launch_op<F, Operand::kBf16>(a, rows, dst, nm, ctx);
     }
 }
 
@@ -354,7 +410,8 @@ bool linear_gemv_eligible(const ops::LinearArgs& a) {
 }
 
 namespace {
-void launch_gemv_to(const ops::LinearArgs& a, Operand operand, const GemvOut& dst, const Launch& ctx) {
+void launch_gemv_to(const ops::LinearArgs& a, Operand operand, const GemvOut& dst, const Launch& ctx,
+                    const GemvNorm& nm = {}) {
     const int64_t rows = a.rows != nullptr ? a.num_rows : a.num_tokens;
     if (rows <= 0 || a.weight.out <= 0) return;
     VOLT_CHECK(grid_for(rows, kRowsPerBlock) <= 65535u) << rows << " rows in one linear";
@@ -363,11 +420,11 @@ void launch_gemv_to(const ops::LinearArgs& a, Operand operand, const GemvOut& ds
     VOLT_CHECK(dst.n[0] + dst.n[1] + dst.n[2] == a.weight.out) << "linear_gemv: output segments";
     switch (a.weight.format) {
         case ops::Format::kBf16:
-            return launch_format<WFmt::kBf16>(a, operand, rows, dst, ctx);
+            return launch_format<WFmt::kBf16>(a, operand, rows, dst, nm, ctx);
         case ops::Format::kF16:
-            return launch_format<WFmt::kF16>(a, operand, rows, dst, ctx);
+            return launch_format<WFmt::kF16>(a, operand, rows, dst, nm, ctx);
         default:
-            return launch_format<WFmt::kF32>(a, operand, rows, dst, ctx);
+            return launch_format<WFmt::kF32>(a, operand, rows, dst, nm, ctx);
     }
 }
 }  // namespace
@@ -386,6 +443,29 @@ void launch_linear_gemv_residual(const ops::LinearArgs& a, float* residual, Oper
     dst.n[0] = a.weight.out;
     dst.residual = residual;
     launch_gemv_to(a, operand, dst, ctx);
+}
+
+void launch_linear_gemv_norm(const ops::LinearArgs& a, const ops::VectorWeight& gain, float eps, float* normed,
+                             Operand operand, const Launch& ctx) {
+    VOLT_CHECK(gain.data != nullptr && gain.n == a.weight.in) << "linear_gemv_norm: gain of " << gain.n;
+    GemvOut dst;
+    dst.y[0] = a.y;
+    dst.n[0] = a.weight.out;
+    launch_gemv_to(a, operand, dst, ctx, {device_vector(gain), eps, normed});
+}
+
+void launch_linear_gemv_split3_norm(const ops::LinearArgs& a, const ops::VectorWeight& gain, float eps,
+                                    float* y0, int64_t n0, float* y1, int64_t n1, float* y2, int64_t n2,
+                                    Operand operand, const Launch& ctx) {
+    VOLT_CHECK(gain.data != nullptr && gain.n == a.weight.in) << "linear_gemv_norm: gain of " << gain.n;
+    GemvOut dst;
+    dst.y[0] = y0;
+    dst.y[1] = y1;
+    dst.y[2] = y2;
+    dst.n[0] = n0;
+    dst.n[1] = n1;
+    dst.n[2] = n2;
+    launch_gemv_to(a, operand, dst, ctx, {device_vector(gain), eps, nullptr});
 }
 
 void launch_linear_gemv_split3(const ops::LinearArgs& a, float* y0, int64_t n0, float* y1, int64_t n1,

@@ -1,6 +1,7 @@
 // RoPE with YaRN (spec §3.5), NeoX half-split pairs (x_i, x_{i+d/2}) of every q and k head, in place:
 // angle positions[t] * inv_freq[i] in f32, cos and sin (full-precision cosf/sinf, never the fast
-// intrinsics: angles reach 1e5 rad) multiplied by mscale. One block per token. Reference: cpu::rope.
+// intrinsics: angles reach 1e5 rad) multiplied by mscale, computed once per (token, pair index) into
+// shared memory and applied to every head. One block per token. Reference: cpu::rope.
 #include "cuda/cuda_check.h"
 #include "cuda/device_util.cuh"
 
@@ -8,18 +9,25 @@ namespace volt::cuda {
 namespace {
 
 constexpr int kThreads = 128;
+constexpr int64_t kMaxHalf = 256;  // head_dim <= 512
 
 __global__ void rope_kernel(float* __restrict__ q, float* __restrict__ k,
                             const int32_t* __restrict__ positions, const float* __restrict__ inv_freq,
                             float mscale, int64_t nh, int64_t nkv, int64_t d) {
+    __shared__ float cs[2][kMaxHalf];  // cos and sin of the token's angles, shared by every head
     const int64_t t = blockIdx.x;
     const int64_t half = d / 2;
     const float p = static_cast<float>(positions[t]);
+    for (int64_t i = threadIdx.x; i < half; i += kThreads) {
+        const float phi = p * inv_freq[i];
+        cs[0][i] = cosf(phi) * mscale;
+        cs[1][i] = sinf(phi) * mscale;
+    }
+    __syncthreads();
     for (int64_t idx = threadIdx.x; idx < (nh + nkv) * half; idx += kThreads) {
         const int64_t head = idx / half, i = idx % half;
-        const float phi = p * inv_freq[i];
-        const float c = cosf(phi) * mscale;
-        const float s = sinf(phi) * mscale;
+        const float c = cs[0][i];
+        const float s = cs[1][i];
         float* xh = head < nh ? q + (t * nh + head) * d : k + (t * nkv + (head - nh)) * d;
         const float x1 = xh[i], x2 = xh[i + half];
         xh[i] = x1 * c - x2 * s;
@@ -31,7 +39,8 @@ __global__ void rope_kernel(float* __restrict__ q, float* __restrict__ k,
 
 void launch_rope(const ops::RopeArgs& a, const Launch& ctx) {
     if (a.num_tokens <= 0) return;
-    VOLT_CHECK(a.head_dim > 0 && a.head_dim % 2 == 0) << "rope: head_dim " << a.head_dim;
+    VOLT_CHECK(a.head_dim > 0 && a.head_dim % 2 == 0 && a.head_dim / 2 <= kMaxHalf)
+        << "rope: head_dim " << a.head_dim;
     VOLT_CHECK(a.num_tokens < (int64_t{1} << 31)) << a.num_tokens;
     rope_kernel<<<static_cast<unsigned>(a.num_tokens), kThreads, 0, ctx.stream>>>(
         a.q, a.k, a.positions, a.inv_freq, a.mscale, a.num_heads, a.num_kv_heads, a.head_dim);

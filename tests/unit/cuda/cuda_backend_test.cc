@@ -772,6 +772,111 @@ TEST(CudaOps, FastKernelsMatchBasicAndAreBatchInvariant) {
     }
 }
 
+// RMSNorm fused into the GEMVs of qkv_rope_kvwrite, moe_route and final_logits (the decode path) must
+// give bitwise the outputs of rmsnorm then the GEMV (the trace path, keep_intermediates, and the default
+// coarse ops of src/ops/backend.cc), for 1 row and for 6 rows (the 4-row tile path), f16 and f32 operands.
+TEST(CudaOps, FusedNormGemvIsBitwiseRmsnormThenGemv) {
+    for (const char* dtype : {"half", "float"}) {
+        auto gpu = make_backend(dtype);
+        VOLT_NEED_GPU(gpu);
+        const int64_t H = 320, nh = 4, nkv = 2, d = 64, E = 32, V = 1000, k = 4;
+        std::vector<ops::Buffer> owned;
+        auto dense = [&](int64_t out, int64_t in, uint64_t seed, ops::WeightRole role, bool bias) {
+            std::vector<std::vector<uint16_t>> keep;  // host copies, uploaded by place_dense
+            keep.reserve(2);
+            keep.push_back(to_bf16(randn(out * in, seed, 0.05f)));
+            ops::DenseWeight w{ops::Format::kBf16, keep.back().data()};
+            w.out = out;
+            w.in = in;
+            if (bias) {
+                keep.push_back(to_bf16(randn(out, seed + 1, 0.1f)));
+                w.b = {ops::Format::kBf16, keep.back().data(), out};
+            }
+            auto p = gpu->place_dense(w, role, &owned);
+            VOLT_CHECK(p.is_ok()) << p.status().to_string();
+            return *p;
+        };
+        const std::vector<uint16_t> gain_h = to_bf16(randn(H, 3, 0.3f));
+        auto gain = gpu->place_vector({ops::Format::kBf16, gain_h.data(), H}, &owned);
+        ASSERT_TRUE(gain.is_ok());
+        std::vector<uint16_t> wq = to_bf16(randn(nh * d * H, 4, 0.05f)), wk = to_bf16(randn(nkv * d * H, 5, 0.05f)),
+                              wv = to_bf16(randn(nkv * d * H, 6, 0.05f));
+        ops::QkvWeights hq;
+        hq.q = {ops::Format::kBf16, wq.data()};
+        hq.q.out = nh * d;
+        hq.q.in = H;
+        hq.k = {ops::Format::kBf16, wk.data()};
+        hq.k.out = nkv * d;
+        hq.k.in = H;
+        hq.v = {ops::Format::kBf16, wv.data()};
+        hq.v.out = nkv * d;
+        hq.v.in = H;
+        auto qkv = gpu->place_qkv(hq, &owned);
+        ASSERT_TRUE(qkv.is_ok());
+        if (!qkv->fused()) GTEST_SKIP() << "q/k/v not fused: the fast kernels are off";
+        const ops::DenseWeight router = dense(E, H, 7, ops::WeightRole::kRouter, true);
+        const ops::DenseWeight lm = dense(V, H, 9, ops::WeightRole::kLmHead, false);
+        std::vector<float> inv_freq(d / 2);
+        for (int64_t i = 0; i < d / 2; ++i) inv_freq[i] = std::pow(10000.0f, -2.0f * i / d);
+        ops::Buffer dfreq = put(*gpu, inv_freq);
+        ops::Buffer kpool = poisoned<uint16_t>(*gpu, 16 * nkv * d), vpool = poisoned<uint16_t>(*gpu, 16 * nkv * d);
+        const ops::KvLayer kv{ops::Format::kF16, kpool.data(), vpool.data(), 1, 16};
+        for (int64_t T : {1, 6}) {
+            const std::vector<float> x = randn(T * H, 10 + T, 3.0f);
+            std::vector<int32_t> pos(T);
+            for (int64_t t = 0; t < T; ++t) pos[t] = static_cast<int32_t>(100 * t + 7);
+            std::vector<int64_t> slots(T, -1);
+            ops::Buffer dx = put(*gpu, x), dpos = put(*gpu, pos), dslots = put(*gpu, slots);
+            std::vector<float> out[2][5];  // [keep][q, k, v, moe h, logits]
+            std::vector<int32_t> ids[2];
+            std::vector<float> wts[2];
+            for (int keep = 0; keep < 2; ++keep) {
+                ops::Buffer h = poisoned<float>(*gpu, T * H), q = poisoned<float>(*gpu, T * nh * d),
+                            kk = poisoned<float>(*gpu, T * nkv * d), v = poisoned<float>(*gpu, T * nkv * d);
+                gpu->qkv_rope_kvwrite({.x = dx.as<float>(), .norm = *gain, .w = *qkv, .positions = dpos.as<int32_t>(),
+                                       .inv_freq = dfreq.as<float>(), .mscale = 1.25f,
+                                       .slot_mapping = dslots.as<int64_t>(), .kv = kv, .h = h.as<float>(),
+                                       .q = q.as<float>(), .k = kk.as<float>(), .v = v.as<float>(),
+                                       .num_tokens = T, .hidden = H, .num_heads = nh, .num_kv_heads = nkv,
+                                       .head_dim = d, .eps = 1e-5f, .keep_intermediates = keep == 1});
+                out[keep][0] = get<float>(*gpu, q, T * nh * d);
+                out[keep][1] = get<float>(*gpu, kk, T * nkv * d);
+                out[keep][2] = get<float>(*gpu, v, T * nkv * d);
+                ops::Buffer mh = poisoned<float>(*gpu, T * H), di = poisoned<int32_t>(*gpu, T * k),
+                            dw = poisoned<float>(*gpu, T * k);
+                const ops::MoeRouteArgs mr{dx.as<float>(), *gain, router, mh.as<float>(), di.as<int32_t>(),
+                                           dw.as<float>(), T, H, k, 1e-5f};
+                if (keep == 1)
+                    gpu->ops::Backend::moe_route(mr);  // the default: rmsnorm, then router
+                else
+                    gpu->moe_route(mr);
+                out[keep][3] = get<float>(*gpu, mh, T * H);
+                ids[keep] = get<int32_t>(*gpu, di, T * k);
+                wts[keep] = get<float>(*gpu, dw, T * k);
+                std::vector<int32_t> rows(T);
+                for (int64_t t = 0; t < T; ++t) rows[t] = static_cast<int32_t>(T - 1 - t);
+                ops::Buffer drows = put(*gpu, rows), fh = poisoned<float>(*gpu, T * H),
+                            lg = poisoned<float>(*gpu, T * V);
+                const ops::FinalLogitsArgs fl{dx.as<float>(), *gain, lm, drows.as<int32_t>(), T, H, 1e-5f,
+                                              fh.as<float>(), lg.as<float>(), keep == 1};
+                if (keep == 1)
+                    gpu->ops::Backend::final_logits(fl);
+                else
+                    gpu->final_logits(fl);
+                out[keep][4] = get<float>(*gpu, lg, T * V);
+            }
+            const char* names[5] = {"q", "k", "v", "moe h", "logits"};
+            for (int i = 0; i < 5; ++i) {
+                ASSERT_EQ(out[0][i].size(), out[1][i].size());
+                EXPECT_EQ(std::memcmp(out[0][i].data(), out[1][i].data(), out[0][i].size() * 4), 0)
+                    << dtype << " T " << T << ": " << names[i] << " fused vs rmsnorm then GEMV";
+            }
+            EXPECT_EQ(ids[0], ids[1]) << dtype << " T " << T;
+            EXPECT_EQ(std::memcmp(wts[0].data(), wts[1].data(), wts[0].size() * 4), 0) << dtype << " T " << T;
+        }
+    }
+}
+
 TEST(CudaForward, BatchInvariantLogits) {
     auto probe = probe_device(0);
     if (!probe.is_ok()) GTEST_SKIP() << "no CUDA device: " << probe.status().to_string();

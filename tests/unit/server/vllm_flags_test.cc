@@ -170,11 +170,11 @@ TEST(VllmFlags, ArticleCommandLine1) {
     EXPECT_EQ(r->model, "./gpt-oss-120b-vllm");
     EXPECT_EQ(r->honoured_args,
               split("--model ./gpt-oss-120b-vllm --tensor-parallel-size 4 "
-                    "--gpu-memory-utilization 0.95 --max-model-len 4096 --dtype half --port 8000"));
+                    "--gpu-memory-utilization 0.95 --max-model-len 4096 --enforce-eager --dtype half "
+                    "--port 8000"));
     EXPECT_EQ(
         r->notices,
         (std::vector<std::string>{
-            "--enforce-eager: ignored: voltllm does not capture CUDA graphs, so it always runs eagerly",
             "--disable-custom-all-reduce: ignored: no custom all-reduce is built yet (the CPU communicators "
             "have none; the GPU's one-shot peer all-reduce will honour it)",
             "--quantization awq: ignored: the checkpoint's quantization_config decides (gpt-oss: MXFP4 "
@@ -188,10 +188,10 @@ TEST(VllmFlags, ArticleCommandLine2) {
         "--port 8000"));
     ASSERT_TRUE(r.is_ok()) << r.status().to_string();
     EXPECT_EQ(r->honoured_args, split("--model ./gpt-oss-120b-vllm --tensor-parallel-size 4 "
-                                      "--gpu-memory-utilization 0.90 --max-model-len 2048 --block-size 16 "
-                                      "--port 8000"));
-    ASSERT_EQ(r->notices.size(), 3u);
-    EXPECT_EQ(r->notices[2],
+                                      "--gpu-memory-utilization 0.90 --max-model-len 2048 --enforce-eager "
+                                      "--block-size 16 --port 8000"));
+    ASSERT_EQ(r->notices.size(), 2u);
+    EXPECT_EQ(r->notices[1],
               "--swap-space 4: removed from vLLM (PR #36216); there is no CPU swap space here, ignored");
 }
 
