@@ -35,20 +35,33 @@ Status check_vector(const ops::VectorWeight& v) {
     return v.data == nullptr || dense_format(v.format) ? Status::ok()
                                                        : unreadable("vector weights", v.format);
 }
-Status check_dense(const ops::DenseWeight& d) {
+// Integer weights (kInt8, kInt4: docs/quantization.md) are read by linear and final_logits only: the
+// attention projections and lm_head.
+Status check_dense(const ops::DenseWeight& d, bool integer_ok) {
+    if (d.format == ops::Format::kInt8 || d.format == ops::Format::kInt4) {
+        if (!integer_ok) return unreadable("embedding or router weights", d.format);
+        if (d.scales == nullptr) return invalid_argument("int weights without scales");
+        if (d.format == ops::Format::kInt4 &&
+            (d.zeros == nullptr || d.group_size <= 0 || d.in % d.group_size != 0 || d.out % 8 != 0))
+            return invalid_argument("int4 weights [" + std::to_string(d.out) + ", " + std::to_string(d.in) +
+                                    "] need zero points, out % 8 == 0 and in % group_size (" +
+                                    std::to_string(d.group_size) + ") == 0");
+        return check_vector(d.b);
+    }
     if (!dense_format(d.format)) return unreadable("dense weights", d.format);
     return check_vector(d.b);
 }
 }  // namespace
 
-Result<ops::DenseWeight> CpuBackend::place_dense(const ops::DenseWeight& host, ops::WeightRole,
+Result<ops::DenseWeight> CpuBackend::place_dense(const ops::DenseWeight& host, ops::WeightRole role,
                                                  std::vector<ops::Buffer>*) {
-    VOLT_RETURN_IF_ERROR(check_dense(host));
+    VOLT_RETURN_IF_ERROR(
+        check_dense(host, role == ops::WeightRole::kAttention || role == ops::WeightRole::kLmHead));
     return host;
 }
 
 Result<ops::QkvWeights> CpuBackend::place_qkv(const ops::QkvWeights& host, std::vector<ops::Buffer>*) {
-    for (const ops::DenseWeight* d : {&host.q, &host.k, &host.v}) VOLT_RETURN_IF_ERROR(check_dense(*d));
+    for (const ops::DenseWeight* d : {&host.q, &host.k, &host.v}) VOLT_RETURN_IF_ERROR(check_dense(*d, true));
     return host;
 }
 

@@ -3,7 +3,8 @@
 // on batch size, chunking or thread count. The oracle for every CUDA kernel, checked itself against the
 // double-precision reference of the op harness (tests/kernels/op_test.cc). Backend memory is host memory:
 // weights stay where the loader put them (often the checkpoint's mmap). Formats: dense weights bf16,
-// f16, f32; experts MXFP4 or dense bf16/f16; KV cache f32 or f16.
+// f16, f32, and for the attention projections and lm_head int8 / int4 (docs/quantization.md); experts
+// MXFP4 or dense bf16/f16; KV cache f32 or f16.
 #pragma once
 
 #include "ops/ops.h"

@@ -8,6 +8,7 @@
 #include "core/dtype.h"
 #include "core/thread_pool.h"
 #include "cpu/cpu_ops.h"
+#include "quant/int_weights.h"
 
 namespace volt::cpu {
 
@@ -149,8 +150,45 @@ void rmsnorm(const ops::RmsNormArgs& a) {
     });
 }
 
+namespace {
+// Integer weights (docs/quantization.md): each output row is dequantized into f32 (exact) and then
+// takes the same fixed-order dot product as the bf16 path. kInt8 decodes one row per output, kInt4 the 8
+// outputs of one packed word column at a time.
+void linear_int(const ops::LinearArgs& a) {
+    const auto& w = a.weight;
+    const int64_t rows = a.rows != nullptr ? a.num_rows : a.num_tokens;
+    const bool int4 = w.format == ops::Format::kInt4;
+    const int64_t unit = int4 ? quant::kAwqPack : 1;  // outputs decoded together
+    const int64_t units = w.out / unit;
+    const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(1, unit * w.in * rows));
+    cpu_thread_pool().parallel_for(units, grain, [&](int64_t ub, int64_t ue) {
+        std::vector<float> dq(static_cast<size_t>(unit * w.in));
+        for (int64_t u = ub; u < ue; ++u) {
+            if (int4) {
+                quant::decode_awq_columns(static_cast<const int32_t*>(w.w),
+                                          static_cast<const int32_t*>(w.zeros), w.scales, w.in, w.out,
+                                          w.group_size, u, dq.data());
+            } else {
+                quant::decode_int8_row(static_cast<const int8_t*>(w.w) + u * w.in, w.scales[u], w.in,
+                                       dq.data());
+            }
+            for (int64_t j = 0; j < unit; ++j) {
+                const int64_t o = u * unit + j;
+                const float bias = w.b.data != nullptr ? vector_at(w.b, o) : 0.0f;
+                for (int64_t r = 0; r < rows; ++r) {
+                    const int64_t t = a.rows != nullptr ? a.rows[r] : r;
+                    a.y[r * w.out + o] =
+                        dot_f32(a.x + t * w.in, dq.data() + j * w.in, w.in, LoadF32{}) + bias;
+                }
+            }
+        }
+    });
+}
+}  // namespace
+
 void linear(const ops::LinearArgs& a) {
     const auto& w = a.weight;
+    if (w.format == ops::Format::kInt8 || w.format == ops::Format::kInt4) return linear_int(a);
     const int64_t rows = a.rows != nullptr ? a.num_rows : a.num_tokens;
     // Parallel over output units; each unit's dot products use one fixed order.
     const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(1, w.in * rows));

@@ -71,11 +71,36 @@ void add_engine_flags(CLI::App* app, EngineFlags* f) {
                     "auto, safetensors, or dummy (random weights, any config)")
         ->check(CLI::IsMember({"auto", "safetensors", "dummy"}))
         ->capture_default_str();
+    app->add_option("--quantization", f->quantization,
+                    "awq, int8 or mxfp4: must match the checkpoint's quantization_config (which decides)");
+}
+
+Status check_quantization_flag(const std::string& flag, const model::GptOssConfig& c,
+                               const std::string& dir) {
+    if (flag.empty()) return Status::ok();
+    if (flag != "awq" && flag != "int8" && flag != "mxfp4")
+        return invalid_argument(
+            "--quantization " + flag +
+            " is not supported: gpt-oss checkpoints here are mxfp4 (experts), awq or int8 "
+            "(attention and lm_head, experts mxfp4); docs/quantization.md");
+    const std::string have = model::quant_method_name(c.quant_method);
+    if (flag == have) return Status::ok();
+    std::string m =
+        "--quantization " + flag + " does not match the checkpoint " + dir +
+        ": its config.json quantization_config says " +
+        (c.quant_method == model::QuantMethod::kNone ? std::string("nothing (bf16 layout)") : have) +
+        "; drop --quantization (the checkpoint decides)";
+    if (flag != "mxfp4" &&
+        (c.quant_method == model::QuantMethod::kNone || c.quant_method == model::QuantMethod::kMxfp4))
+        m += " or convert it first: voltllm convert --model " + dir + " --output OUT --quantization " + flag +
+             (flag == "awq" ? " --awq-zero-point" : "");
+    return invalid_argument(m);
 }
 
 Result<std::shared_ptr<const model::ModelWeights>> load_weights(const EngineFlags& f,
                                                                 const std::string& dir) {
     VOLT_ASSIGN_OR_RETURN(auto w, model::load_model_as(dir, f.load_format));
+    VOLT_RETURN_IF_ERROR(check_quantization_flag(f.quantization, w->config, dir));
     return std::shared_ptr<const model::ModelWeights>(std::move(w));
 }
 

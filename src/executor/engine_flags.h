@@ -37,7 +37,12 @@ struct EngineFlags {
     std::string load_format = "auto";        // auto | safetensors | dummy (model/dummy_weights.h)
     model::ParallelConfig parallel;          // --tensor-parallel-size, --pipeline-parallel-size
     double collective_timeout_s = 300.0;     // --collective-timeout: the communicators' watchdog
+    std::string quantization;                // --quantization: must match the checkpoint ("": any)
 };
+
+// --quantization against the checkpoint's config: "" or the checkpoint's own method (awq, int8, mxfp4)
+// passes; anything else is kInvalidArgument naming both and the convert command that would make it.
+Status check_quantization_flag(const std::string& flag, const model::GptOssConfig& c, const std::string& dir);
 
 void add_engine_flags(CLI::App* app, EngineFlags* flags);
 

@@ -1,5 +1,6 @@
 #include "model/config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <fstream>
@@ -73,6 +74,116 @@ Status parse_rope(const json& r, RopeScaling* out, double* theta, const std::str
 }
 
 }  // namespace
+
+namespace {
+
+// One integer field under either of two names (AutoAWQ writes w_bit / q_group_size, transformers and
+// vLLM bits / group_size); -1 when absent.
+Result<int64_t> quant_int(const json& q, const char* a, const char* b, const std::string& src) {
+    for (const char* k : {a, b}) {
+        if (auto it = q.find(k); it != q.end() && !it->is_null()) {
+            if (!it->is_number_integer()) return invalid_argument(src + "." + k + " must be an integer");
+            return it->get<int64_t>();
+        }
+    }
+    return int64_t{-1};
+}
+
+// quantization_config (docs/quantization.md "quantization_config"): mxfp4 (experts), awq and int8
+// (attention + lm_head, experts MXFP4).
+Status parse_quantization_config(const json& q, const std::string& src, GptOssConfig* c) {
+    const std::string method = q.value("quant_method", "");
+    if (auto m = q.find("modules_to_not_convert"); m != q.end() && m->is_array())
+        for (const auto& s : *m)
+            if (s.is_string()) c->modules_to_not_convert.push_back(s.get<std::string>());
+    if (method == "mxfp4") {
+        c->mxfp4_quantized = true;
+        c->quant_method = QuantMethod::kMxfp4;
+        return Status::ok();
+    }
+    if (method != "awq" && method != "int8")
+        return invalid_argument(src + ".quant_method '" + method + "' is not supported (mxfp4, awq, int8)");
+    c->quant_method = method == "awq" ? QuantMethod::kAwq : QuantMethod::kInt8;
+    VOLT_ASSIGN_OR_RETURN(int64_t bits, quant_int(q, "bits", "w_bit", src));
+    if (c->quant_method == QuantMethod::kAwq) {
+        if (bits != 4)
+            return invalid_argument(src + ": awq needs bits (w_bit) 4, got " + std::to_string(bits));
+        VOLT_ASSIGN_OR_RETURN(c->awq_group_size, quant_int(q, "group_size", "q_group_size", src));
+        if (c->awq_group_size <= 0)
+            return invalid_argument(src +
+                                    ": awq needs a positive group_size (q_group_size); -1 (whole rows) "
+                                    "is not supported");
+        if (!q.value("zero_point", false))
+            return invalid_argument(src +
+                                    ": awq without zero_point is not supported (AutoAWQ's gemm layout "
+                                    "stores zero points)");
+        std::string version = q.value("version", "gemm");
+        std::transform(version.begin(), version.end(), version.begin(), ::tolower);
+        if (version != "gemm")
+            return invalid_argument(src + ": awq version '" + version + "' is not supported (gemm)");
+    } else if (bits != -1 && bits != 8) {
+        return invalid_argument(src + ": int8 needs bits 8, got " + std::to_string(bits));
+    }
+    // Only attention and lm_head are quantized; everything else must be listed as not converted.
+    if (!module_not_converted(*c, "model.layers.0.mlp.experts"))
+        return invalid_argument(
+            src + ": " + method +
+            " experts are not supported: AutoAWQ cannot quantize gpt-oss experts; "
+            "keep them MXFP4 and list model.layers.*.mlp.experts in modules_to_not_convert "
+            "(voltllm convert writes such checkpoints)");
+    for (const char* m : {"model.layers.0.mlp.router", "model.embed_tokens"})
+        if (!module_not_converted(*c, m))
+            return invalid_argument(src + ": " + method +
+                                    " is supported for the attention projections and "
+                                    "lm_head only; modules_to_not_convert must name " +
+                                    std::string(m) + " (as a pattern such as model.layers.*.mlp.router)");
+    return Status::ok();
+}
+
+std::vector<std::string> split_dots(const std::string& s) {
+    std::vector<std::string> parts;
+    size_t b = 0;
+    while (true) {
+        const size_t e = s.find('.', b);
+        parts.push_back(s.substr(b, e == std::string::npos ? std::string::npos : e - b));
+        if (e == std::string::npos) return parts;
+        b = e + 1;
+    }
+}
+
+}  // namespace
+
+const char* quant_method_name(QuantMethod m) {
+    switch (m) {
+        case QuantMethod::kNone:
+            return "none";
+        case QuantMethod::kMxfp4:
+            return "mxfp4";
+        case QuantMethod::kAwq:
+            return "awq";
+        case QuantMethod::kInt8:
+            return "int8";
+    }
+    return "?";
+}
+
+bool module_not_converted(const GptOssConfig& c, const std::string& module) {
+    const std::vector<std::string> name = split_dots(module);
+    for (const std::string& pattern : c.modules_to_not_convert) {
+        const std::vector<std::string> p = split_dots(pattern);
+        for (size_t start = 0; start + p.size() <= name.size(); ++start) {
+            bool match = true;
+            for (size_t k = 0; k < p.size() && match; ++k) match = p[k] == "*" || p[k] == name[start + k];
+            if (match) return true;
+        }
+    }
+    return false;
+}
+
+bool dense_quantized(const GptOssConfig& c, const std::string& module) {
+    return (c.quant_method == QuantMethod::kAwq || c.quant_method == QuantMethod::kInt8) &&
+           !module_not_converted(c, module);
+}
 
 Result<GptOssConfig> parse_config(const json& j, const std::string& src) {
     if (!j.is_object()) return invalid_argument(src + ": config.json must hold a JSON object");
@@ -149,14 +260,7 @@ Result<GptOssConfig> parse_config(const json& j, const std::string& src) {
     }
 
     if (auto it = j.find("quantization_config"); it != j.end() && it->is_object()) {
-        std::string method = it->value("quant_method", "");
-        if (method != "mxfp4")
-            return invalid_argument(src + ": quantization_config.quant_method '" + method +
-                                    "' is not supported (mxfp4)");
-        c.mxfp4_quantized = true;
-        if (auto m = it->find("modules_to_not_convert"); m != it->end() && m->is_array())
-            for (const auto& s : *m)
-                if (s.is_string()) c.modules_to_not_convert.push_back(s.get<std::string>());
+        VOLT_RETURN_IF_ERROR(parse_quantization_config(*it, src + ": quantization_config", &c));
     }
     VOLT_RETURN_IF_ERROR(validate_config(c, src));
     return c;
@@ -249,7 +353,17 @@ json config_to_json(const GptOssConfig& c) {
     else if (!c.eos_token_ids.empty())
         j["eos_token_id"] = c.eos_token_ids;
     if (c.pad_token_id >= 0) j["pad_token_id"] = c.pad_token_id;
-    if (c.mxfp4_quantized) {
+    if (c.quant_method == QuantMethod::kAwq || c.quant_method == QuantMethod::kInt8) {
+        json q = {{"quant_method", quant_method_name(c.quant_method)},
+                  {"bits", c.quant_method == QuantMethod::kAwq ? 4 : 8}};
+        if (c.quant_method == QuantMethod::kAwq) {
+            q["group_size"] = c.awq_group_size;
+            q["zero_point"] = true;
+            q["version"] = "gemm";
+        }
+        q["modules_to_not_convert"] = c.modules_to_not_convert;
+        j["quantization_config"] = q;
+    } else if (c.mxfp4_quantized) {
         j["quantization_config"] = {
             {"quant_method", "mxfp4"},
             {"modules_to_not_convert",

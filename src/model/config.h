@@ -24,6 +24,12 @@ struct RopeScaling {
     bool truncate = false;                            // floor/ceil the correction range (false for gpt-oss)
 };
 
+// quantization_config.quant_method (docs/quantization.md). kNone: a bf16-layout checkpoint. kAwq and kInt8
+// quantize the attention projections and lm_head only (the modules that modules_to_not_convert does not
+// name); the experts stay MXFP4 in every format (AutoAWQ cannot quantize gpt-oss experts).
+enum class QuantMethod { kNone, kMxfp4, kAwq, kInt8 };
+const char* quant_method_name(QuantMethod m);  // "none", "mxfp4", "awq", "int8"
+
 struct GptOssConfig {
     int64_t num_hidden_layers = 0;
     int64_t num_local_experts = 0;
@@ -48,6 +54,8 @@ struct GptOssConfig {
     std::vector<int64_t> eos_token_ids;  // config eos_token_id (int or list)
     int64_t pad_token_id = -1;
     bool mxfp4_quantized = false;  // quantization_config.quant_method == "mxfp4"
+    QuantMethod quant_method = QuantMethod::kNone;
+    int64_t awq_group_size = 0;  // kAwq: quantization_config.group_size (input elements per scale)
     std::vector<std::string> modules_to_not_convert;
     std::string model_type = "gpt_oss";
 
@@ -55,6 +63,15 @@ struct GptOssConfig {
     int64_t kv_dim() const { return num_key_value_heads * head_dim; }
     bool is_sliding(int64_t layer) const { return layer_types[layer] == LayerType::kSlidingAttention; }
 };
+
+// Whether modules_to_not_convert names `module` (a dotted name such as "model.layers.3.self_attn.q_proj"):
+// a pattern matches when its dot-separated components equal a run of consecutive components of the
+// name, `*` matching any one component ("model.layers.*.self_attn", "lm_head", "mlp.experts"). This
+// covers the published globs (HF) and vLLM's plain substrings of whole components.
+bool module_not_converted(const GptOssConfig& c, const std::string& module);
+// Whether the dense projection `module` (q/k/v/o_proj of a layer, or "lm_head") is stored in the
+// checkpoint's integer format (kAwq / kInt8 and not in modules_to_not_convert).
+bool dense_quantized(const GptOssConfig& c, const std::string& module);
 
 // The KV group of a layer (ops::kNumKvGroups; blocks of a group are allocated together).
 enum KvGroup : int { kFullGroup = 0, kSlidingGroup = 1 };

@@ -66,7 +66,7 @@ constexpr ExpertRow kLayerExperts[] = {
 };
 constexpr const char* kEmbedTokens = "model.embed_tokens.weight";  // [V, H]
 constexpr const char* kFinalNorm = "model.norm.weight";            // [H]
-constexpr const char* kLmHead = "lm_head.weight";                  // [V, H]
+constexpr const char* kLmHeadModule = "lm_head";                   // lm_head.weight [V, H]
 constexpr int64_t kMxfp4Block = 32;                                // values per E8M0 scale (spec §2.3)
 // Where the page-touch sums go, so the compiler cannot drop the reads.
 std::atomic<uint64_t> touch_sink{0};
@@ -85,6 +85,7 @@ enum class JobKind {
     kMap,        // point into the mapping
     kToBf16,     // convert (or copy, when misaligned) into an owned bf16 buffer
     kTranspose,  // [batch, rows, cols] -> [batch, cols, rows] bf16 into an owned buffer
+    kCopy,       // raw bytes into an owned buffer (a tensor misaligned for its element type)
 };
 struct Job {
     JobKind kind;
@@ -92,6 +93,7 @@ struct Job {
     const io::SafetensorsFile* file;
     const void** dest16 = nullptr;  // bf16 data; exactly one of dest16 / dest8 is set
     const uint8_t** dest8 = nullptr;
+    const uint16_t** dest_f16 = nullptr;  // raw F16 (scales of integer weights)
     int64_t batch = 0, rows = 0, cols = 0;
 };
 
@@ -153,6 +155,20 @@ class Planner {
         return Status::ok();
     }
 
+    // Raw elements of `dtype` at *dest (integer weights, f16 scales): mapped when aligned, else copied.
+    Status raw(const std::string& name, const Shape& shape, DType dtype, const void** dest,
+               const uint16_t** dest_f16 = nullptr) {
+        const io::SafetensorsFile* file = nullptr;
+        VOLT_ASSIGN_OR_RETURN(const io::TensorInfo* t, lookup(name, shape, &file));
+        if (t->dtype != dtype) return wrong_dtype(*file, *t, std::string(dtype_name(dtype)));
+        const bool aligned = reinterpret_cast<uintptr_t>(t->data) % dtype_size(dtype) == 0;
+        Job job{aligned ? JobKind::kMap : JobKind::kCopy, t, file};
+        job.dest16 = dest;
+        job.dest_f16 = dest_f16;
+        jobs_.push_back(job);
+        return Status::ok();
+    }
+
     // A [b, r, c] tensor stored transposed as [b, c, r] bf16 at *dest.
     Status bf16_transposed(const std::string& name, const Shape& shape, const void** dest) {
         VOLT_CHECK_EQ(shape.size(), 3u);
@@ -201,6 +217,32 @@ class Planner {
     std::unordered_set<std::string> used_;
 };
 
+// The weight of a dense projection `module` ("model.layers.3.self_attn.q_proj", "lm_head"; d.out and
+// d.in set) in the checkpoint's format (docs/quantization.md): bf16 `module.weight` [out, in]; INT8
+// `module.weight` I8 [out, in] + `module.weight_scale` F16 [out]; AWQ (AutoAWQ gemm) `module.qweight` I32
+// [in, out/8], `module.qzeros` I32 [in/g, out/8], `module.scales` F16 [in/g, out].
+Status plan_dense_weight(Planner& p, const GptOssConfig& c, const std::string& module, ops::DenseWeight* d) {
+    if (!dense_quantized(c, module)) return p.bf16(module + ".weight", {d->out, d->in}, &d->w);
+    if (c.quant_method == QuantMethod::kInt8) {
+        d->format = ops::Format::kInt8;
+        VOLT_RETURN_IF_ERROR(p.raw(module + ".weight", {d->out, d->in}, DType::kI8, &d->w));
+        VOLT_RETURN_IF_ERROR(p.raw(module + ".weight_scale", {d->out}, DType::kF16, nullptr, &d->scales));
+    } else {
+        const int64_t g = c.awq_group_size;
+        if (d->out % 8 != 0 || d->in % g != 0)
+            return invalid_argument(module + ": AWQ needs out (" + std::to_string(d->out) +
+                                    ") a multiple of 8 and in (" + std::to_string(d->in) +
+                                    ") a multiple of group_size " + std::to_string(g) + " (config.json)");
+        d->format = ops::Format::kInt4;
+        d->group_size = g;
+        VOLT_RETURN_IF_ERROR(p.raw(module + ".qweight", {d->in, d->out / 8}, DType::kI32, &d->w));
+        VOLT_RETURN_IF_ERROR(p.raw(module + ".qzeros", {d->in / g, d->out / 8}, DType::kI32, &d->zeros));
+        VOLT_RETURN_IF_ERROR(
+            p.raw(module + ".scales", {d->in / g, d->out}, DType::kF16, nullptr, &d->scales));
+    }
+    return Status::ok();
+}
+
 Status plan_layer(Planner& p, const GptOssConfig& c, int64_t i, LayerWeights& layer) {
     const std::string prefix = "model.layers." + std::to_string(i) + ".";
     for (const VectorRow& row : kLayerVectors) {
@@ -213,7 +255,7 @@ Status plan_layer(Planner& p, const GptOssConfig& c, int64_t i, LayerWeights& la
         d.out = row.out(c);
         d.in = row.in(c);
         const std::string name = prefix + row.name;
-        VOLT_RETURN_IF_ERROR(p.bf16(name + ".weight", {d.out, d.in}, &d.w));
+        VOLT_RETURN_IF_ERROR(plan_dense_weight(p, c, name, &d));
         // Without attention_bias a checkpoint may still carry the biases; they are used when present.
         if (row.bias == BiasRule::kRequired || c.attention_bias || p.has(name + ".bias")) {
             d.b.n = d.out;
@@ -227,6 +269,11 @@ Status plan_layer(Planner& p, const GptOssConfig& c, int64_t i, LayerWeights& la
         x.out = row.out(c);
         x.in = row.in(c);
         const std::string name = prefix + row.name;
+        for (const char* tail : {".qweight", "_qweight", ".weight_scale"})
+            if (p.has(name + tail))
+                return invalid_argument("tensor " + name + tail + " in checkpoint " + p.checkpoint_path() +
+                                        ": integer-quantized (AWQ / INT8) experts are not supported: AutoAWQ "
+                                        "cannot quantize gpt-oss experts; keep them MXFP4");
         if (!p.has(name + "_blocks") && !p.has(name))
             return not_found("tensor " + name + "_blocks (MXFP4 layout) or " + name +
                              " (bf16 layout) missing from checkpoint " + p.checkpoint_path());
@@ -284,6 +331,7 @@ void run_job(const Job& job, OwnedStorage& owned, ThreadPool& pool, io::Progress
         case JobKind::kMap:
             if (job.dest16 != nullptr) *job.dest16 = t.data;
             if (job.dest8 != nullptr) *job.dest8 = t.data;
+            if (job.dest_f16 != nullptr) *job.dest_f16 = reinterpret_cast<const uint16_t*>(t.data);
             if (touch == nullptr) {
                 meter.add(t.nbytes);
                 return;
@@ -298,6 +346,14 @@ void run_job(const Job& job, OwnedStorage& owned, ThreadPool& pool, io::Progress
             pool.parallel_for(n, 1 << 16,
                               [&](int64_t b, int64_t e) { to_bf16(t.dtype, t.data, b, e - b, out + b); });
             *job.dest16 = out;
+            meter.add(t.nbytes);
+            return;
+        }
+        case JobKind::kCopy: {
+            owned.buffers.emplace_back(new uint16_t[std::max<int64_t>((t.nbytes + 1) / 2, 1)]);
+            std::memcpy(owned.buffers.back().get(), t.data, static_cast<size_t>(t.nbytes));
+            if (job.dest16 != nullptr) *job.dest16 = owned.buffers.back().get();
+            if (job.dest_f16 != nullptr) *job.dest_f16 = owned.buffers.back().get();
             meter.add(t.nbytes);
             return;
         }
@@ -356,7 +412,7 @@ Result<std::shared_ptr<ModelWeights>> load_model(const std::string& dir, const L
     VOLT_RETURN_IF_ERROR(p.bf16(kFinalNorm, {h}, &w->norm.data));
     w->lm_head.out = v;
     w->lm_head.in = h;
-    VOLT_RETURN_IF_ERROR(p.bf16(kLmHead, {v, h}, &w->lm_head.w));
+    VOLT_RETURN_IF_ERROR(plan_dense_weight(p, config, kLmHeadModule, &w->lm_head));
 
     int64_t total = 0, converted = 0, transposed = 0;
     for (const Job& job : p.jobs()) {

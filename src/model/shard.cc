@@ -73,8 +73,10 @@ int64_t element_bytes(ops::Format f) {
     }
 }
 
+bool integer_format(ops::Format f) { return f == ops::Format::kInt8 || f == ops::Format::kInt4; }
+
 Status check_sliceable(const ops::DenseWeight& w, const char* what) {
-    if (w.w != nullptr && element_bytes(w.format) == 0)
+    if (w.w != nullptr && element_bytes(w.format) == 0 && !integer_format(w.format))
         return unimplemented(std::string("tensor parallelism over ") + what + " in " +
                              ops::format_name(w.format) + " (only f32/f16/bf16 dense weights are sliced)");
     return Status::ok();
@@ -171,6 +173,78 @@ ops::ExpertWeights down_slice(const ops::ExpertWeights& w, Range u, bool keep_bi
 
 }  // namespace
 
+namespace {
+
+// Integer weights (docs/quantization.md). Rows (outputs): INT8 a view; AWQ columns of qweight / qzeros
+// (whole words: 8 outputs) and of scales, copied. Columns (inputs): INT8 a copy per row, scales kept;
+// AWQ rows of qweight and whole groups of qzeros / scales, a view.
+Result<ops::DenseWeight> int_row_slice(const ops::DenseWeight& w, Range r, ShardStorage& st,
+                                       const char* what) {
+    ops::DenseWeight s = w;
+    s.out = r.size();
+    s.b = vector_slice(w.b, r);
+    if (w.format == ops::Format::kInt8) {
+        s.w = static_cast<const int8_t*>(w.w) + r.begin * w.in;
+        s.scales = w.scales + r.begin;
+        return s;
+    }
+    if (r.begin % 8 != 0 || r.size() % 8 != 0)
+        return invalid_argument(std::string("tensor parallelism over AWQ ") + what + ": rank rows [" +
+                                std::to_string(r.begin) + ", " + std::to_string(r.end) +
+                                ") are not whole int32 words of 8 outputs");
+    const int64_t words = w.out / 8, groups = w.in / w.group_size, sw = r.size() / 8;
+    auto* qw = reinterpret_cast<int32_t*>(st.take(w.in * sw * 4));
+    auto* qz = reinterpret_cast<int32_t*>(st.take(groups * sw * 4));
+    auto* sc = reinterpret_cast<uint16_t*>(st.take(groups * r.size() * 2));
+    for (int64_t i = 0; i < w.in; ++i)
+        std::memcpy(qw + i * sw, static_cast<const int32_t*>(w.w) + i * words + r.begin / 8, sw * 4);
+    for (int64_t g = 0; g < groups; ++g) {
+        std::memcpy(qz + g * sw, static_cast<const int32_t*>(w.zeros) + g * words + r.begin / 8, sw * 4);
+        std::memcpy(sc + g * r.size(), w.scales + g * w.out + r.begin, r.size() * 2);
+    }
+    s.w = qw;
+    s.zeros = qz;
+    s.scales = sc;
+    return s;
+}
+
+Result<ops::DenseWeight> int_column_slice(const ops::DenseWeight& w, Range c, bool keep_bias,
+                                          ShardStorage& st, const char* what) {
+    ops::DenseWeight s = w;
+    s.in = c.size();
+    if (!keep_bias) s.b = {};
+    if (w.format == ops::Format::kInt8) {
+        auto* dst = reinterpret_cast<int8_t*>(st.take(w.out * c.size()));
+        for (int64_t o = 0; o < w.out; ++o)
+            std::memcpy(dst + o * c.size(), static_cast<const int8_t*>(w.w) + o * w.in + c.begin, c.size());
+        s.w = dst;
+        return s;
+    }
+    if (c.begin % w.group_size != 0 || c.size() % w.group_size != 0)
+        return invalid_argument(std::string("tensor parallelism over AWQ ") + what + ": rank inputs [" +
+                                std::to_string(c.begin) + ", " + std::to_string(c.end) +
+                                ") are not whole groups of " + std::to_string(w.group_size) +
+                                " (convert with a smaller --awq-group-size)");
+    const int64_t words = w.out / 8;
+    s.w = static_cast<const int32_t*>(w.w) + c.begin * words;
+    s.zeros = static_cast<const int32_t*>(w.zeros) + c.begin / w.group_size * words;
+    s.scales = w.scales + c.begin / w.group_size * w.out;
+    return s;
+}
+
+Result<ops::DenseWeight> dense_rows(const ops::DenseWeight& w, Range r, ShardStorage& st, const char* what) {
+    if (integer_format(w.format)) return int_row_slice(w, r, st, what);
+    return row_slice(w, r);
+}
+
+Result<ops::DenseWeight> dense_columns(const ops::DenseWeight& w, Range c, bool keep_bias, ShardStorage& st,
+                                       const char* what) {
+    if (integer_format(w.format)) return int_column_slice(w, c, keep_bias, st, what);
+    return column_slice(w, c, keep_bias, st);
+}
+
+}  // namespace
+
 Result<std::shared_ptr<const ModelWeights>> shard_weights(std::shared_ptr<const ModelWeights> full,
                                                           const ParallelConfig& p, int tp_rank, int pp_rank) {
     const GptOssConfig& c = full->config;
@@ -202,7 +276,7 @@ Result<std::shared_ptr<const ModelWeights>> shard_weights(std::shared_ptr<const 
     if (pp_rank == pp - 1) {
         VOLT_RETURN_IF_ERROR(check_sliceable(full->lm_head, "lm_head"));
         m->norm = full->norm;
-        m->lm_head = row_slice(full->lm_head, vocab);
+        VOLT_ASSIGN_OR_RETURN(m->lm_head, dense_rows(full->lm_head, vocab, *st, "lm_head"));
     }
     m->layers.resize(full->layers.size());
     for (int64_t l = layers.begin; l < layers.end; ++l) {
@@ -217,11 +291,11 @@ Result<std::shared_ptr<const ModelWeights>> shard_weights(std::shared_ptr<const 
             s = f;
             continue;
         }
-        s.q_proj = row_slice(f.q_proj, q_rows);
-        s.k_proj = row_slice(f.k_proj, kv_rows);
-        s.v_proj = row_slice(f.v_proj, kv_rows);
+        VOLT_ASSIGN_OR_RETURN(s.q_proj, dense_rows(f.q_proj, q_rows, *st, "q_proj"));
+        VOLT_ASSIGN_OR_RETURN(s.k_proj, dense_rows(f.k_proj, kv_rows, *st, "k_proj"));
+        VOLT_ASSIGN_OR_RETURN(s.v_proj, dense_rows(f.v_proj, kv_rows, *st, "v_proj"));
         s.sinks = vector_slice(f.sinks, heads);
-        s.o_proj = column_slice(f.o_proj, q_rows, tp_rank == 0, *st);
+        VOLT_ASSIGN_OR_RETURN(s.o_proj, dense_columns(f.o_proj, q_rows, tp_rank == 0, *st, "o_proj"));
         s.gate_up = gate_up_slice(f.gate_up, units, *st);
         s.down = down_slice(f.down, units, tp_rank == 0, *st);
     }

@@ -146,8 +146,9 @@ constexpr VllmFlag kFlags[] = {
      "--device cpu; on GPUs not yet (refused)"},
     {"--port", "", A::kValue, S::kHonoured, O::kVllm, false,
      "listen port, default 8000; 0 picks a free one (printed at start)"},
-    {"--quantization", "-q", A::kValue, S::kAcceptedWithNotice, O::kVllm, false,
-     "ignored: the checkpoint's quantization_config decides (gpt-oss: MXFP4 experts, loaded as they are)"},
+    {"--quantization", "-q", A::kValue, S::kHonoured, O::kVllm, false,
+     "awq, int8 or mxfp4: must match the checkpoint's quantization_config, else the start fails naming both "
+     "(docs/quantization.md)"},
     {"--reasoning-parser", "", A::kValue, S::kHonoured, O::kVllm, false,
      "openai_gptoss: the harmony analysis channel is returned as reasoning_content (the only parser)"},
     {"--revision", "", A::kValue, S::kHonoured, O::kVllm, false,

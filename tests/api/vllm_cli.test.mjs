@@ -31,10 +31,30 @@ function tinyChatKv8Dir() {
     return path.resolve(dir);
 }
 
-// A folder holding `gpt-oss-120b-vllm`, the article's model directory (tiny-chat-kv8 behind a symlink).
-function articleDir() {
+// tiny-chat-kv8 through the V100 recipes' convert line (`--model X --output Y --dtype half --quantization
+// awq --awq-zero-point`, docs/quantization.md), with --awq-group-size 64 (tiny's hidden size is 64 and
+// each of 4 tensor-parallel ranks gets 64 of o_proj's inputs): AWQ attention and lm_head, MXFP4 experts.
+function tinyChatKv8AwqDir() {
+    const dir = path.join(path.dirname(BIN), "..", "test-models", "tiny-chat-kv8-awq");
+    if (!existsSync(path.join(dir, "config.json"))) {
+        const tmp = `${dir}.tmp-${process.pid}`;
+        execFileSync(BIN, ["--log-level", "warning", "convert", "--model", tinyChatKv8Dir(), "--output", tmp,
+            "--dtype", "half", "--quantization", "awq", "--awq-zero-point", "--awq-group-size", "64"],
+            { stdio: "inherit" });
+        try {
+            renameSync(tmp, dir);
+        } catch (e) {
+            if (!existsSync(path.join(dir, "config.json"))) throw e;  // another test made it meanwhile
+        }
+    }
+    return path.resolve(dir);
+}
+
+// A folder holding `gpt-oss-120b-vllm`, the article's model directory (tiny-chat-kv8 behind a symlink;
+// its AWQ conversion for the line that says --quantization awq).
+function articleDir({ awq = false } = {}) {
     const dir = mkdtempSync(path.join(tmpdir(), "voltllm-cli-"));
-    symlinkSync(tinyChatKv8Dir(), path.join(dir, "gpt-oss-120b-vllm"));
+    symlinkSync(awq ? tinyChatKv8AwqDir() : tinyChatKv8Dir(), path.join(dir, "gpt-oss-120b-vllm"));
     return dir;
 }
 
@@ -154,11 +174,19 @@ describe("the article's command lines start verbatim (anchors.md)", () => {
     test("line 1: -tp 4, 0.95, 4096, eager, no custom all-reduce, --dtype half --quantization awq, port 8000", async () => {
         const s = await serve(["serve", ...argv(
             "--model ./gpt-oss-120b-vllm --tensor-parallel-size 4 --gpu-memory-utilization 0.95 --max-model-len 4096 " +
-            "--enforce-eager --disable-custom-all-reduce --dtype half --quantization awq --port 8000")], { cwd: articleDir() });
-        assert.match(s.stderr(), /^W .* --quantization awq: ignored/m);  // a warning in the log, on stderr
+            "--enforce-eager --disable-custom-all-reduce --dtype half --quantization awq --port 8000")],
+            { cwd: articleDir({ awq: true }) });
+        assert.doesNotMatch(s.stderr(), /--quantization awq: ignored/);  // honoured: it matches the checkpoint
         assert.match(s.log(), /tensor-parallel-size 4 x pipeline-parallel-size 1 = 4 ranks/);
         assert.match(s.stdout(), /max-model-len 4096/);
         await checkServes(s, watchdog);
+    });
+
+    test("--quantization that does not match the checkpoint fails at start, naming both", () => {
+        const r = spawnSync(BIN, ["serve", "--model", "./gpt-oss-120b-vllm", "--quantization", "awq", "--port", "0"],
+            { cwd: articleDir(), encoding: "utf8", timeout: 120000 });
+        assert.notEqual(r.status, 0);
+        assert.match(r.stderr, /--quantization awq does not match the checkpoint .*says mxfp4/);
     });
 
     test("line 2: --block-size 16 --swap-space 4, port 8000", async () => {

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <string>
 
+#include "core/dtype.h"
 #include "tests/kernels/harness.h"
 
 namespace volt::kernels {
@@ -102,6 +103,103 @@ void linear_case(Case& c, int64_t T, int64_t in, int64_t out, Format f, bool bia
         for (int64_t i = 0; i < in; ++i) xin[r * in + i] = x[(rows.empty() ? r : rows[r]) * in + i];
     c.compare("y", got, ref::linear(xin, R, ref::matrix_of(host), host.b), c.tol("linear"));
     c.bench(run, out * in * format_bytes(f) + R * (in + out) * 4 + (bias ? out * 2 : 0));
+}
+
+// ---- integer weights (docs/quantization.md): linear and final_logits over INT8 and AWQ gemm ----------
+
+// Random integer weights of [out, in] whose dequantized values have about N(0, 1/in) scale: INT8 codes
+// uniform in [-127, 127] with per-row f16 scales; AWQ words, zero words uniform over all 32 bits (every
+// nibble value at every position) and f16 scales per (group, column).
+struct IntWeight {
+    std::vector<int8_t> q8;
+    std::vector<uint32_t> qweight, qzeros;
+    std::vector<uint16_t> scales;
+    ops::DenseWeight view;
+};
+
+IntWeight random_int_weight(Rng& rng, Format f, int64_t out, int64_t in, int64_t group) {
+    IntWeight w;
+    const double sigma = 1.0 / std::sqrt(static_cast<double>(in));
+    w.view.format = f;
+    w.view.out = out;
+    w.view.in = in;
+    if (f == Format::kInt8) {
+        w.q8.resize(out * in);
+        for (auto& q : w.q8) q = static_cast<int8_t>(static_cast<int64_t>(rng.below(255)) - 127);
+        w.scales.resize(out);
+        for (auto& sc : w.scales) sc = f32_to_f16(static_cast<float>(sigma / 73.0 * rng.uniform(0.5, 1.5)));
+        w.view.w = w.q8.data();
+    } else {
+        w.qweight.resize(in * out / 8);
+        w.qzeros.resize(in / group * out / 8);
+        for (auto& q : w.qweight) q = static_cast<uint32_t>(rng.next());
+        for (auto& z : w.qzeros) z = static_cast<uint32_t>(rng.next());
+        w.scales.resize(in / group * out);
+        for (auto& sc : w.scales) sc = f32_to_f16(static_cast<float>(sigma / 6.0 * rng.uniform(0.5, 1.5)));
+        w.view.w = w.qweight.data();
+        w.view.zeros = w.qzeros.data();
+        w.view.group_size = group;
+    }
+    w.view.scales = w.scales.data();
+    return w;
+}
+
+int64_t int_weight_bytes(const IntWeight& w) {
+    return static_cast<int64_t>(w.q8.size() + 4 * (w.qweight.size() + w.qzeros.size()) + 2 * w.scales.size());
+}
+
+void int_linear_case(Case& c, int64_t T, int64_t in, int64_t out, Format f, int64_t group, bool bias,
+                     int64_t num_rows) {
+    Rng& rng = c.rng();
+    const std::vector<float> x = rng.normal_f32(T * in, 1.0);
+    IntWeight w = random_int_weight(rng, f, out, in, group);
+    const HostTensor b = random_dense(rng, Format::kBf16, out, 0.5);
+    std::vector<int32_t> rows;
+    for (int64_t r = 0; r < num_rows; ++r) rows.push_back(static_cast<int32_t>(rng.below(T)));
+    const int64_t R = num_rows > 0 ? num_rows : T;
+    if (bias) w.view.b = {Format::kBf16, b.data(), out};
+    ops::DenseWeight pw;
+    if (!c.place(w.view, ops::WeightRole::kAttention, &pw)) return;
+    const float* d_x = c.upload(x);
+    const int32_t* d_rows = rows.empty() ? nullptr : c.upload(rows);
+    float* y = c.poisoned<float>(R * out);
+    c.reserve(T, 1, T);
+    auto run = [&] { c.backend().linear({d_x, pw, y, T, d_rows, num_rows}); };
+    run();
+    const auto got = c.download(y, R * out);
+    std::vector<double> xin(R * in);
+    for (int64_t r = 0; r < R; ++r)
+        for (int64_t i = 0; i < in; ++i) xin[r * in + i] = x[(rows.empty() ? r : rows[r]) * in + i];
+    c.compare("y", got, ref::linear(xin, R, ref::matrix_of(w.view), w.view.b), c.tol("linear." + fmt(f)));
+    c.bench(run, int_weight_bytes(w) + R * (in + out) * 4 + (bias ? out * 2 : 0));
+}
+
+void int_final_logits_case(Case& c, int64_t T, int64_t R, int64_t H, int64_t V, Format f, int64_t group) {
+    Rng& rng = c.rng();
+    const std::vector<float> x = rng.normal_f32(T * H, 30.0);
+    const HostTensor norm = random_dense(rng, Format::kBf16, H, 0.3, 1.0);
+    IntWeight w = random_int_weight(rng, f, V, H, group);
+    std::vector<int32_t> rows = rng.distinct(R, T);
+    const ops::VectorWeight norm_host{Format::kBf16, norm.data(), H};
+    ops::DenseWeight pw;
+    ops::VectorWeight pn;
+    if (!c.place(w.view, ops::WeightRole::kLmHead, &pw) || !c.place(norm_host, &pn)) return;
+    const float* d_x = c.upload(x);
+    const int32_t* d_rows = c.upload(rows);
+    float* d_h = c.poisoned<float>(R * H);
+    float* d_logits = c.poisoned<float>(R * V);
+    const float eps = 1e-5f;
+    c.reserve(T, 1, T);
+    auto run = [&] { c.backend().final_logits({d_x, pn, pw, d_rows, R, H, eps, d_h, d_logits}); };
+    run();
+    const auto got = c.download(d_logits, R * V);
+    std::vector<double> xin(R * H);
+    for (int64_t r = 0; r < R; ++r)
+        for (int64_t i = 0; i < H; ++i) xin[r * H + i] = x[rows[r] * H + i];
+    const auto h = ref::rmsnorm(xin, R, H, norm_host, eps);
+    c.compare("logits", got, ref::linear(h, R, ref::matrix_of(w.view), w.view.b),
+              c.tol("final_logits." + fmt(f)));
+    c.bench(run, int_weight_bytes(w) + R * (H + V) * 4);
 }
 
 // ---- add -----------------------------------------------------------------------------------------------
@@ -253,6 +351,64 @@ void add_dense_cases(const Options& opt, std::vector<CaseDef>* out) {
                             {"bias", l.bias ? "1" : "0"},
                             {"rows", n(l.rows)}}),
                  l.set, [l](Case& c) { linear_case(c, l.T, l.in, l.out, l.f, l.bias, l.rows); });
+    }
+
+    // Integer weights: one word column (out 8), partial groups of 8 outputs never occur (out % 8 == 0 is
+    // the format's rule), groups of 32 / 64 / 128, token counts at the GEMV / GEMM edges, rows subsets,
+    // and the model's shapes (q 4096 x 2880, k/v 512 x 2880, o 2880 x 4096; lm_head below).
+    struct IntLin {
+        int64_t T, in, out;
+        Format f;
+        int64_t group;
+        bool bias;
+        int64_t rows;
+        ShapeSet set;
+    };
+    for (const IntLin& l :
+         {IntLin{1, 128, 8, Format::kInt4, 128, true, 0, E}, IntLin{1, 64, 8, Format::kInt8, 0, true, 0, E},
+          IntLin{2, 256, 200, Format::kInt4, 32, true, 0, E},
+          IntLin{3, 96, 200, Format::kInt8, 0, false, 0, E},
+          IntLin{31, 2880, 512, Format::kInt4, 64, true, 0, E},
+          IntLin{33, 2880, 512, Format::kInt8, 0, true, 0, E},
+          IntLin{65, 256, 1000, Format::kInt4, 128, true, 0, E},
+          IntLin{64, 128, 96, Format::kInt8, 0, true, 0, E},
+          IntLin{33, 2880, 1000, Format::kInt4, 64, false, 7, E},
+          IntLin{33, 2880, 1000, Format::kInt8, 0, false, 7, E},
+          IntLin{1, 2880, 4096, Format::kInt4, 64, true, 0, M},
+          IntLin{1, 2880, 4096, Format::kInt8, 0, true, 0, M},
+          IntLin{4, 2880, 512, Format::kInt4, 64, true, 0, M},
+          IntLin{1, 4096, 2880, Format::kInt4, 128, true, 0, M},
+          IntLin{1, 4096, 2880, Format::kInt8, 0, true, 0, M},
+          IntLin{16, 2880, 4096, Format::kInt4, 64, true, 0, M}}) {
+        add_case(out, "linear",
+                 shape_str({{"T", n(l.T)},
+                            {"in", n(l.in)},
+                            {"out", n(l.out)},
+                            {"w", fmt(l.f)},
+                            {"group", n(l.group)},
+                            {"bias", l.bias ? "1" : "0"},
+                            {"rows", n(l.rows)}}),
+                 l.set, [l](Case& c) { int_linear_case(c, l.T, l.in, l.out, l.f, l.group, l.bias, l.rows); });
+    }
+    struct IntFinal {
+        int64_t T, R, H, V;
+        Format f;
+        int64_t group;
+        ShapeSet set;
+    };
+    for (const IntFinal& f :
+         {IntFinal{1, 1, 256, 1000, Format::kInt4, 128, E}, IntFinal{5, 3, 2880, 4104, Format::kInt8, 0, E},
+          IntFinal{5, 2, 2880, 4104, Format::kInt4, 64, E},
+          IntFinal{1, 1, 2880, 201088, Format::kInt4, 64, M},
+          IntFinal{1, 1, 2880, 201088, Format::kInt8, 0, M}}) {
+        add_case(out, "final_logits",
+                 shape_str({{"T", n(f.T)},
+                            {"rows", n(f.R)},
+                            {"H", n(f.H)},
+                            {"V", n(f.V)},
+                            {"w", fmt(f.f)},
+                            {"group", n(f.group)}}),
+                 f.set, [f](Case& c) { int_final_logits_case(c, f.T, f.R, f.H, f.V, f.f, f.group); });
     }
 
     // add: y is the residual (1e5 where an fp16 residual would overflow).

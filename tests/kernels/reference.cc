@@ -91,18 +91,59 @@ void Matrix::row(int64_t r, double* out) const {
         }
         return;
     }
+    if (format == ops::Format::kInt8) {
+        // docs/quantization.md: w[r, c] = q[r, c] * scale[r].
+        const double s = f16_to_f32(f16_scales[r]);
+        for (int64_t c = 0; c < cols; ++c) out[c] = static_cast<const int8_t*>(data)[r * cols + c] * s;
+        return;
+    }
+    if (format == ops::Format::kInt4) {
+        // AutoAWQ awq/utils/packing_utils.py dequantize_gemm: unpack_awq shifts each int32 right by
+        // 0, 4, ..., 28 (so unpacked index k is bits 4k..4k+3), reverse_awq_order then gives column j of
+        // each group of 8 the unpacked index AWQ_REVERSE_ORDER[j]; w = (iweight - izeros) * scales with
+        // scales and izeros repeated group_size times along the input (rows of qweight).
+        static constexpr int kReverse[8] = {0, 4, 1, 5, 2, 6, 3, 7};
+        const int64_t words = rows / 8;
+        const auto* qweight = static_cast<const uint32_t*>(data);
+        const auto* qzeros = static_cast<const uint32_t*>(zeros);
+        auto unpacked = [](uint32_t word, int k) { return static_cast<int>((word >> (4 * k)) & 0xf); };
+        for (int64_t c = 0; c < cols; ++c) {
+            const int64_t g = c / group_size;
+            const int q = unpacked(qweight[c * words + r / 8], kReverse[r % 8]);
+            const int z = unpacked(qzeros[g * words + r / 8], kReverse[r % 8]);
+            out[c] = (q - z) * static_cast<double>(f16_to_f32(f16_scales[g * rows + r]));
+        }
+        return;
+    }
     for (int64_t c = 0; c < cols; ++c) out[c] = decode(format, data, r * cols + c);
 }
 
-Matrix matrix_of(const ops::DenseWeight& w) { return {w.format, w.w, nullptr, w.out, w.in}; }
+Matrix matrix_of(const ops::DenseWeight& w) {
+    Matrix m;
+    m.format = w.format;
+    m.data = w.w;
+    m.f16_scales = w.scales;
+    m.zeros = w.zeros;
+    m.group_size = w.group_size;
+    m.rows = w.out;
+    m.cols = w.in;
+    return m;
+}
 
 Matrix expert_matrix(const ops::ExpertWeights& w, int64_t e) {
+    Matrix m;
+    m.format = w.format;
+    m.rows = w.out;
+    m.cols = w.in;
     if (w.format == ops::Format::kMxfp4) {
         const int64_t nb = w.in / 32;
-        return {w.format, w.blocks + e * w.out * nb * 16, w.scales + e * w.out * nb, w.out, w.in};
+        m.data = w.blocks + e * w.out * nb * 16;
+        m.scales = w.scales + e * w.out * nb;
+        return m;
     }
     const int64_t elem = w.format == ops::Format::kF32 ? 4 : 2;
-    return {w.format, static_cast<const uint8_t*>(w.w) + e * w.out * w.in * elem, nullptr, w.out, w.in};
+    m.data = static_cast<const uint8_t*>(w.w) + e * w.out * w.in * elem;
+    return m;
 }
 
 // ---- ops ---------------------------------------------------------------------------------------------
@@ -435,7 +476,7 @@ SampleResult sample_row(const ops::SampleRow& row, int64_t V, const TieEpsilon& 
 
 std::vector<std::string> self_test() {
     std::vector<std::string> bad;
-    auto expect = [&](const char* what, double got, double want, double rel) {
+    auto expect = [&](const std::string& what, double got, double want, double rel) {
         if (!(std::abs(got - want) <= rel * std::max(std::abs(want), 1e-300))) {
             std::ostringstream os;
             os.precision(10);
@@ -448,12 +489,46 @@ std::vector<std::string> self_test() {
     for (uint8_t scale : {uint8_t{127}, uint8_t{130}}) {
         const uint8_t scales[1] = {scale};
         double row[32];
-        Matrix{ops::Format::kMxfp4, blocks, scales, 1, 32}.row(0, row);
+        Matrix mx;
+        mx.format = ops::Format::kMxfp4;
+        mx.data = blocks;
+        mx.scales = scales;
+        mx.rows = 1;
+        mx.cols = 32;
+        mx.row(0, row);
         const double m = scale == 127 ? 1.0 : 8.0;
         expect("mxfp4 element 0", row[0], 0.5 * m, 0);
         expect("mxfp4 element 1", row[1], 1.0 * m, 0);
         expect("mxfp4 element 3", row[3], -6.0 * m, 0);
         if (!std::signbit(row[2])) bad.push_back("mxfp4 element 2: expected -0");
+    }
+    // AWQ gemm, packed by hand (docs/quantization.md): 8 output columns, 2 inputs, one group of 2.
+    // Input 0's word 0x86427531 holds nibbles 1,3,5,7,2,4,6,8 from the low end: AWQ_ORDER puts columns
+    // 0,2,4,6,1,3,5,7 there, so column j holds j + 1. Input 1's word 0x000F0000: nibble 4 = column 1 = 15.
+    // Zeros 0x88888838: column 2 (nibble 1) has zero 3, the others 8. Scales 0.5, column 3: 2.0.
+    // (q - z) s by hand, column j at inputs (0, 1): (-3.5, -4) (-3, 3.5) (0, -1.5) (-8, -16) (-1.5, -4)
+    // (-1, -4) (-0.5, -4) (0, -4).
+    {
+        const uint32_t qweight[2] = {0x86427531u, 0x000F0000u};
+        const uint32_t qzeros[1] = {0x88888838u};
+        uint16_t sc[8];
+        for (int j = 0; j < 8; ++j) sc[j] = j == 3 ? 0x4000 : 0x3800;  // f16 2.0, 0.5
+        const double want[8][2] = {{-3.5, -4}, {-3, 3.5}, {0, -1.5},  {-8, -16},
+                                   {-1.5, -4}, {-1, -4},  {-0.5, -4}, {0, -4}};
+        Matrix m;
+        m.format = ops::Format::kInt4;
+        m.data = qweight;
+        m.f16_scales = sc;
+        m.zeros = qzeros;
+        m.group_size = 2;
+        m.rows = 8;
+        m.cols = 2;
+        for (int j = 0; j < 8; ++j) {
+            double row[2];
+            m.row(j, row);
+            expect("awq column " + std::to_string(j) + " input 0", row[0], want[j][0], 0);
+            expect("awq column " + std::to_string(j) + " input 1", row[1], want[j][1], 0);
+        }
     }
     // Spec §8 SwiGLU vectors (limit 7, alpha 1.702).
     expect("swiglu(10, 10)", swiglu(10, 10, 7, 1.702, Injection::kNone), 55.99962503, 1e-8);

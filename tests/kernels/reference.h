@@ -39,12 +39,16 @@ double decode(ops::Format f, const void* data, int64_t i);
 // Element i of a vector weight (0 when the vector is absent: data == nullptr).
 double vector_at(const ops::VectorWeight& v, int64_t i);
 
-// A host weight matrix [rows, cols] (row = output unit): dense bf16/f16/f32, or MXFP4 blocks of 32 along
-// cols (spec §2.3).
+// A host weight matrix [rows, cols] (row = output unit): dense bf16/f16/f32, MXFP4 blocks of 32 along
+// cols (spec §2.3), INT8 per row or AWQ gemm (docs/quantization.md).
 struct Matrix {
     ops::Format format = ops::Format::kBf16;
-    const void* data = nullptr;       // dense [rows, cols]; kMxfp4: blocks [rows, cols / 32, 16] u8
+    const void* data = nullptr;       // dense [rows, cols]; kMxfp4: blocks [rows, cols / 32, 16] u8; kInt8:
+                                      // [rows, cols] i8; kInt4: AutoAWQ qweight [cols, rows / 8] i32
     const uint8_t* scales = nullptr;  // kMxfp4: [rows, cols / 32] E8M0
+    const uint16_t* f16_scales = nullptr;  // kInt8: [rows] f16; kInt4: [cols / group, rows] f16
+    const void* zeros = nullptr;           // kInt4: qzeros [cols / group, rows / 8] i32
+    int64_t group_size = 0;                // kInt4
     int64_t rows = 0, cols = 0;
     void row(int64_t r, double* out) const;  // decodes row r into out[0, cols)
 };

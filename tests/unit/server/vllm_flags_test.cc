@@ -170,15 +170,13 @@ TEST(VllmFlags, ArticleCommandLine1) {
     EXPECT_EQ(r->model, "./gpt-oss-120b-vllm");
     EXPECT_EQ(r->honoured_args,
               split("--model ./gpt-oss-120b-vllm --tensor-parallel-size 4 "
-                    "--gpu-memory-utilization 0.95 --max-model-len 4096 --enforce-eager --dtype half "
+                    "--gpu-memory-utilization 0.95 --max-model-len 4096 --enforce-eager --dtype half --quantization awq "
                     "--port 8000"));
     EXPECT_EQ(
         r->notices,
         (std::vector<std::string>{
             "--disable-custom-all-reduce: ignored: no custom all-reduce is built yet (the CPU communicators "
-            "have none; the GPU's one-shot peer all-reduce will honour it)",
-            "--quantization awq: ignored: the checkpoint's quantization_config decides (gpt-oss: MXFP4 "
-            "experts, loaded as they are)"}));
+            "have none; the GPU's one-shot peer all-reduce will honour it)"}));
 }
 
 TEST(VllmFlags, ArticleCommandLine2) {
