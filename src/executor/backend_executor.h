@@ -79,10 +79,11 @@ class BackendExecutor : public SyncExecutor {
     ops::Backend& backend() { return *group_->rank(group_->output_rank()).backend; }
     RankGroup& ranks() { return *group_; }
 
-    // Tests: called on the step's thread after every block swap of every rank with an FNV-1a 64 hash of
-    // the device block's bytes (every layer of the group on that rank: K then V of each layer in order),
-    // read before a swap-out and after a swap-in. Equal hashes out and in (by host block) mean the
-    // block came back bitwise. Costs a download per block; null (the default): nothing is read.
+    // Tests: called on each rank's thread (concurrently at TP/PP > 1: it must be thread-safe) for every
+    // block swap of that rank with an FNV-1a 64 hash of the device block's bytes (every layer of the
+    // group on that rank: K then V of each layer in order), read before a swap-out and after a swap-in. Equal hashes out and in (by host block) mean the
+    // block came back bitwise. Costs a download per block; null (the default): nothing is read. Set it
+    // before the first step.
     using SwapObserver = std::function<void(int rank, const engine::BlockSwap& swap, bool out, uint64_t hash)>;
     void set_swap_observer(SwapObserver observer) { swap_observer_ = std::move(observer); }
 

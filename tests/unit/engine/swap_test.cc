@@ -10,9 +10,12 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <mutex>
 #include <random>
+#include <set>
 #include <tuple>
 
+#include "cpu/cpu_ops.h"
 #include "engine/block_manager.h"
 #include "engine/engine_core.h"
 #include "executor/cpu_executor.h"
@@ -45,15 +48,33 @@ struct Out {
 struct SwapLog {
     std::map<std::tuple<int, int, int32_t>, uint64_t> out;
     int64_t outs = 0, ins = 0, matched = 0, mismatched = 0, unknown = 0;
+    std::set<int> ranks;  // ranks that swapped
+    std::mutex mu;        // the ranks' threads report concurrently
 };
 
+// parallel: tensor x pipeline ranks on CPU threads (every rank swaps its own shard).
 std::vector<Out> run(const std::vector<Job>& jobs, EngineConfig cfg, EngineStats* stats, SwapLog* log,
-                     int in_flight = 1) {
-    CpuExecutor ex(swap_model());
-    ex.set_max_in_flight(in_flight);
+                     int in_flight = 1, model::ParallelConfig parallel = {}) {
+    std::unique_ptr<executor::BackendExecutor> owned;
+    if (parallel.world_size() > 1) {
+        auto made = executor::BackendExecutor::create_parallel(
+            swap_model(), parallel,
+            [](int) { return Result<std::unique_ptr<ops::Backend>>(std::make_unique<cpu::CpuBackend>()); },
+            ops::Format::kF32, {.timeout_s = 60});
+        EXPECT_TRUE(made.is_ok()) << made.status().to_string();
+        if (!made.is_ok()) return {};
+        owned = std::move(*made);
+    } else {
+        auto cpu = std::make_unique<CpuExecutor>(swap_model());
+        cpu->set_max_in_flight(in_flight);
+        owned = std::move(cpu);
+    }
+    executor::BackendExecutor& ex = *owned;
     if (log) {
         ex.set_swap_observer([log](int rank, const BlockSwap& s, bool out, uint64_t hash) {
+            std::lock_guard<std::mutex> lock(log->mu);
             const auto key = std::make_tuple(rank, static_cast<int>(s.group), s.host);
+            log->ranks.insert(rank);
             if (out) {
                 ++log->outs;
                 log->out[key] = hash;
@@ -178,10 +199,12 @@ int64_t block_pair_bytes(int64_t block_size) {
 
 // all_back: every swapped-out sequence was swapped in again. Not so with look-ahead, where a sequence
 // swapped out while its last token is in flight finishes at collect without coming back.
-void expect_all_swaps_matched(const SwapLog& log, const EngineStats& st, bool all_back = true) {
+// ranks_per_group: ranks holding each group's layers (one observation per block per such rank).
+void expect_all_swaps_matched(const SwapLog& log, const EngineStats& st, bool all_back = true,
+                              int64_t ranks_per_group = 1) {
     EXPECT_GT(log.ins, 0);
-    EXPECT_EQ(log.outs, st.kv_blocks_swapped_out);  // one rank: one observation per block
-    EXPECT_EQ(log.ins, st.kv_blocks_swapped_in);
+    EXPECT_EQ(log.outs, ranks_per_group * st.kv_blocks_swapped_out);
+    EXPECT_EQ(log.ins, ranks_per_group * st.kv_blocks_swapped_in);
     EXPECT_EQ(log.matched, log.ins) << "every block swapped in has the bytes it was swapped out with";
     EXPECT_EQ(log.mismatched, 0);
     EXPECT_EQ(log.unknown, 0);
@@ -239,6 +262,25 @@ TEST(SwapTest, LookAheadWithSwapIsBitwiseTheSynchronousRun) {
         expect_bitwise_equal(got, want, "look-ahead with swap");
         expect_all_swaps_matched(log, tight, /*all_back=*/false);
     }
+}
+
+// TP 2 x PP 2: stage 0 holds the sliding layer, stage 1 the full one, each over 2 tensor ranks with one
+// KV head each; every rank swaps its own shard. The reference is the same ranks without preemption (TP
+// changes the reduction order, so TP = 1 is not bitwise).
+TEST(SwapTest, EveryTensorAndPipelineRankSwapsItsShard) {
+    const auto js = jobs();
+    const model::ParallelConfig p{2, 2};
+    EngineStats roomy, tight;
+    SwapLog log;
+    const auto want = run(js, engine(512, PreemptionMode::kSwap), &roomy, nullptr, 1, p);
+    const auto got = run(js, engine(14, PreemptionMode::kSwap), &tight, &log, 1, p);
+    EXPECT_EQ(roomy.num_preemptions, 0);
+    EXPECT_GT(tight.num_swapped_preemptions, 0);
+    expect_bitwise_equal(got, want, "tp 2 x pp 2 with swap");
+    expect_all_swaps_matched(log, tight, true, /*ranks_per_group=*/2);
+    std::set<int> ranks;
+    for (int r = 0; r < 4; ++r) ranks.insert(r);
+    EXPECT_EQ(log.ranks, ranks);
 }
 
 TEST(SwapTest, AFullHostPoolFallsBackToRecompute) {
