@@ -47,7 +47,8 @@ void add_engine_flags(CLI::App* app, EngineFlags* f) {
                     "recompute; default: swap on a GPU, recompute on the CPU")
         ->transform(CLI::CheckedTransformer(
             std::map<std::string, engine::PreemptionMode>{{"swap", engine::PreemptionMode::kSwap},
-                                                          {"recompute", engine::PreemptionMode::kRecompute}}));
+                                                          {"recompute", engine::PreemptionMode::kRecompute}}))
+        ->option_text("swap|recompute");
     app->add_option("--executor", f->executor, "cpu or scripted")
         ->check(CLI::IsMember({"cpu", "scripted"}))
         ->capture_default_str();
