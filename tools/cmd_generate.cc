@@ -137,6 +137,7 @@ void run(const GenerateArgs& a) {
         }
     }
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const engine::EngineStats st = eng->stats();
     eng->shutdown();
 
     int64_t generated = 0;
@@ -162,6 +163,10 @@ void run(const GenerateArgs& a) {
                  "%zu prompts, %lld prompt tokens, %lld generated tokens in %.2f s: %.1f generated tok/s\n",
                  prompts.size(), static_cast<long long>(prompt_tokens), static_cast<long long>(generated),
                  seconds, generated / seconds);
+    std::fprintf(stderr, "%lld steps, %lld preemptions (%lld swapped: %lld KV blocks out, %lld in)\n",
+                 static_cast<long long>(st.num_steps), static_cast<long long>(st.num_preemptions),
+                 static_cast<long long>(st.num_swapped_preemptions),
+                 static_cast<long long>(st.kv_blocks_swapped_out), static_cast<long long>(st.kv_blocks_swapped_in));
     for (const std::string& e : errors) std::fprintf(stderr, "generate: %s\n", e.c_str());
     if (!errors.empty()) std::exit(1);
 }

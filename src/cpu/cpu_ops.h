@@ -40,6 +40,8 @@ class CpuBackend final : public ops::Backend {
     const char* name() const override { return "cpu"; }
 
     Result<ops::Buffer> alloc(int64_t bytes) override;
+    Result<ops::Buffer> alloc_host(int64_t bytes) override { return alloc(bytes); }  // calloc: zeroed
+    bool memory_is_host() const override { return true; }
     void release(void* data, int64_t bytes) override;
     void upload(void* dst, const void* src, int64_t bytes) override;
     void download(void* dst, const void* src, int64_t bytes) override;

@@ -204,11 +204,53 @@ Result<ops::Buffer> CudaBackend::alloc(int64_t bytes) {
     return ops::Buffer(this, p, bytes);
 }
 
+Result<ops::Buffer> CudaBackend::alloc_host(int64_t bytes) {
+    void* p = nullptr;
+    const size_t n = static_cast<size_t>(std::max<int64_t>(bytes, 1));
+    const cudaError_t e = cudaHostAlloc(&p, n, cudaHostAllocDefault);
+    if (e == cudaErrorMemoryAllocation) {
+        cudaGetLastError();  // not sticky
+        return resource_exhausted("cannot allocate " + std::to_string(bytes) +
+                                  " bytes of pinned host memory for swapped KV blocks: lower --swap-space");
+    }
+    VOLT_CUDA_CHECK(e);
+    std::memset(p, 0, n);
+    host_pinned_.insert(p);
+    return ops::Buffer(this, p, bytes);
+}
+
+void CudaBackend::swap_blocks(const ops::SwapBlocksArgs& a) {
+    auto* host = static_cast<uint8_t*>(a.host_pool);
+    const int64_t host_block = a.num_layers * 2 * a.block_bytes;
+    const auto bytes = static_cast<size_t>(a.block_bytes);
+    for (int64_t i = 0; i < a.num_blocks; ++i) {
+        for (int64_t l = 0; l < a.num_layers; ++l) {
+            for (int kv = 0; kv < 2; ++kv) {
+                auto* pool = static_cast<uint8_t*>(kv == 0 ? a.layers[l].k : a.layers[l].v);
+                uint8_t* dev = pool + a.device_blocks[i] * a.block_bytes;
+                uint8_t* h = host + a.host_blocks[i] * host_block + (l * 2 + kv) * a.block_bytes;
+                if (a.to_host) {
+                    VOLT_CUDA_CHECK(cudaMemcpyAsync(h, dev, bytes, cudaMemcpyDeviceToHost, stream_));
+                } else {
+                    VOLT_CUDA_CHECK(cudaMemcpyAsync(dev, h, bytes, cudaMemcpyHostToDevice, stream_));
+                }
+            }
+        }
+    }
+}
+
 void CudaBackend::release(void* data, int64_t) {
     if (data == nullptr) return;
     cudaError_t e = cudaStreamSynchronize(stream_);
     if (cuda_unloading(e)) return;
     VOLT_CUDA_CHECK(e);
+    if (auto it = host_pinned_.find(data); it != host_pinned_.end()) {
+        host_pinned_.erase(it);
+        e = cudaFreeHost(data);
+        if (cuda_unloading(e)) return;
+        VOLT_CUDA_CHECK(e);
+        return;
+    }
     if (auto it = host_mapped_.find(data); it != host_mapped_.end()) {
         e = cudaFreeHost(it->second);
         host_mapped_.erase(it);

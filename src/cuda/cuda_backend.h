@@ -14,6 +14,7 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "cuda/cublas.h"
@@ -59,6 +60,8 @@ class CudaBackend final : public ops::Backend {
     void download(void* dst, const void* src, int64_t bytes) override;
     void copy(void* dst, const void* src, int64_t bytes) override;
     void fill(void* dst, uint8_t byte, int64_t bytes) override;
+    // Pinned host memory (cudaHostAlloc, zeroed): the KV swap pool.
+    Result<ops::Buffer> alloc_host(int64_t bytes) override;
     ops::MemoryStats memory() const override;
     void synchronize() override;
     Status reserve(const ops::WorkspaceLimits& limits) override;
@@ -87,6 +90,9 @@ class CudaBackend final : public ops::Backend {
     void experts(const ops::ExpertsArgs& a) override;
     void add(const ops::AddArgs& a) override;
     void sample(const ops::SampleArgs& a) override;
+    // One cudaMemcpyAsync per block of each pool on the stream, no wait (the pool is pinned; stream order
+    // puts a swap-out after the writes before it and a swap-in before the reads after it).
+    void swap_blocks(const ops::SwapBlocksArgs& a) override;
     // Coarse ops with a fused launch when the fast kernels run (else the fine ops, src/ops/backend.cc).
     void o_proj_residual(const ops::OProjResidualArgs& a) override;
     // Fused q|k|v (placed fused when the fast kernels run): rmsnorm, one GEMV, rope, kv_write.
@@ -132,6 +138,7 @@ class CudaBackend final : public ops::Backend {
     // Placement summary, logged when lm_head (the last dense weight of a model) is placed.
     int64_t placed_bytes_ = 0, dense_to_f16_ = 0, dense_kept_bf16_ = 0, experts_quantized_ = 0;
     std::unordered_map<void*, void*> host_mapped_;  // device address -> cudaHostAlloc'd host address
+    std::unordered_set<void*> host_pinned_;          // alloc_host's buffers (cudaFreeHost on release)
 };
 
 }  // namespace volt::cuda

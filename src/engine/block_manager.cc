@@ -67,9 +67,12 @@ void BlockPool::decref(int32_t b) {
 }
 
 BlockManager::BlockManager(int64_t block_size, const int64_t num_blocks[kNumKvGroups], int64_t window,
-                           const bool has_group[kNumKvGroups])
+                           const bool has_group[kNumKvGroups], const int64_t* num_host_blocks)
     : block_size_(block_size), window_(window), has_group_{has_group[0], has_group[1]} {
-    for (int g = 0; g < kNumKvGroups; ++g) pools_.emplace_back(has_group[g] ? num_blocks[g] : 0);
+    for (int g = 0; g < kNumKvGroups; ++g) {
+        pools_.emplace_back(has_group[g] ? num_blocks[g] : 0);
+        host_pools_.emplace_back(has_group[g] && num_host_blocks != nullptr ? num_host_blocks[g] : 0);
+    }
 }
 
 int64_t BlockManager::blocks_needed(const SeqBlocks& s, int64_t computed, int64_t q, int g) const {
@@ -77,7 +80,9 @@ int64_t BlockManager::blocks_needed(const SeqBlocks& s, int64_t computed, int64_
     const auto& t = s.table[g];
     int64_t n = 0;
     for (int64_t j = computed / block_size_; j <= (computed + q - 1) / block_size_; ++j) {
-        if (j >= static_cast<int64_t>(t.size()) || t[j] < 0 || pools_[g].refcount(t[j]) > 1) ++n;
+        // A swapped sequence's entries come back as private device blocks.
+        if (j >= static_cast<int64_t>(t.size()) || t[j] < 0 || (!s.swapped && pools_[g].refcount(t[j]) > 1))
+            ++n;
     }
     return n;
 }
@@ -147,12 +152,65 @@ void BlockManager::fork(const SeqBlocks& parent, int32_t child_slot, SeqBlocks* 
 
 void BlockManager::free(int32_t slot, SeqBlocks* s, std::vector<BlockTableUpdate>* up) {
     for (int g = 0; g < kNumKvGroups; ++g) {
+        BlockPool& p = s->swapped ? host_pools_[g] : pools_[g];
         for (int32_t b : s->table[g])
-            if (b >= 0) pools_[g].decref(b);
+            if (b >= 0) p.decref(b);
         s->table[g].clear();
-        if (has_group_[g]) up->push_back({slot, g, -1, -1});
+        if (has_group_[g] && !s->swapped) up->push_back({slot, g, -1, -1});
     }
     s->sliding_freed = 0;
+    s->swapped = false;
+}
+
+bool BlockManager::can_swap_out(const SeqBlocks& s) const {
+    if (s.swapped) return false;
+    for (int g = 0; g < kNumKvGroups; ++g) {
+        const auto live = std::count_if(s.table[g].begin(), s.table[g].end(), [](int32_t b) { return b >= 0; });
+        if (live > host_pools_[g].num_free()) return false;
+    }
+    return true;
+}
+
+void BlockManager::swap_out(int32_t slot, SeqBlocks* s, std::vector<BlockTableUpdate>* up,
+                            std::vector<BlockSwap>* swaps) {
+    VOLT_CHECK(can_swap_out(*s)) << "slot " << slot << " swaps out without free host blocks";
+    for (int g = 0; g < kNumKvGroups; ++g) {
+        for (int32_t& b : s->table[g]) {
+            if (b < 0) continue;
+            const int32_t h = host_pools_[g].allocate();
+            swaps->push_back({g, b, h});
+            pools_[g].decref(b);  // a fork's sibling keeps a shared block
+            b = h;
+        }
+        if (has_group_[g]) up->push_back({slot, g, -1, -1});
+    }
+    s->swapped = true;
+}
+
+bool BlockManager::can_swap_in(const SeqBlocks& s, int64_t computed, int64_t q) const {
+    if (!s.swapped) return false;
+    for (int g = 0; g < kNumKvGroups; ++g) {
+        const auto live = std::count_if(s.table[g].begin(), s.table[g].end(), [](int32_t b) { return b >= 0; });
+        if (live + blocks_needed(s, computed, q, g) > pools_[g].num_free()) return false;
+    }
+    return true;
+}
+
+void BlockManager::swap_in(int32_t slot, SeqBlocks* s, std::vector<BlockTableUpdate>* up,
+                           std::vector<BlockSwap>* swaps) {
+    VOLT_CHECK(s->swapped) << "slot " << slot << " swaps in a sequence that is not swapped out";
+    for (int g = 0; g < kNumKvGroups; ++g) {
+        auto& t = s->table[g];
+        for (size_t j = 0; j < t.size(); ++j) {
+            if (t[j] < 0) continue;
+            const int32_t d = pools_[g].allocate();
+            swaps->push_back({g, d, t[j]});
+            host_pools_[g].decref(t[j]);
+            t[j] = d;
+            up->push_back({slot, g, static_cast<int32_t>(j), d});
+        }
+    }
+    s->swapped = false;
 }
 
 void BlockManager::hold_frees(int64_t step) {
@@ -164,9 +222,11 @@ void BlockManager::release_frees(int64_t step) {
 }
 
 Status BlockManager::check(const std::vector<const SeqBlocks*>& all) const {
-    for (int g = 0; g < kNumKvGroups; ++g) {
-        const BlockPool& p = pools_[g];
-        const std::string name = "KV group " + std::to_string(g);
+    for (int pool = 0; pool < 2 * kNumKvGroups; ++pool) {
+        const int g = pool % kNumKvGroups;
+        const bool host = pool >= kNumKvGroups;
+        const BlockPool& p = host ? host_pools_[g] : pools_[g];
+        const std::string name = std::string(host ? "host " : "") + "KV group " + std::to_string(g);
         std::vector<int8_t> listed(p.num_total(), 0);
         for (const std::vector<int32_t>& ids : {p.list().free_ids(), p.list().held_ids()}) {
             for (int32_t b : ids) {
@@ -178,15 +238,22 @@ Status BlockManager::check(const std::vector<const SeqBlocks*>& all) const {
             }
         }
         std::vector<int32_t> refs(p.num_total(), 0);
-        for (const SeqBlocks* s : all)
-            for (int32_t b : s->table[g])
-                if (b >= 0) ++refs[b];
+        for (const SeqBlocks* s : all) {
+            if (s->swapped != host) continue;
+            for (int32_t b : s->table[g]) {
+                if (b < 0) continue;
+                if (b >= p.num_total())
+                    return internal_error(name + ": table entry " + std::to_string(b) + " is out of range");
+                ++refs[b];
+            }
+        }
         int64_t used = 0;
         for (int64_t b = 0; b < p.num_total(); ++b) {
             if (refs[b] != p.refcount(static_cast<int32_t>(b)))
-                return internal_error("KV group " + std::to_string(g) + " block " + std::to_string(b) +
+                return internal_error(name + " block " + std::to_string(b) +
                                       ": ref count " + std::to_string(p.refcount(b)) + " but " +
                                       std::to_string(refs[b]) + " table entries");
+            if (host && refs[b] > 1) return internal_error(name + " block " + std::to_string(b) + " is shared");
             used += refs[b] > 0 ? 1 : 0;
         }
         if (used + p.num_free() + p.num_held() != p.num_total())

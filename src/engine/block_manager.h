@@ -5,7 +5,11 @@
 // change is logged as a BlockTableUpdate for the executor, naming the sequence's seq_slot. With an
 // asynchronous executor (engine/executor.h) a block freed while steps are in flight may still be read by
 // them: it is held back (FreeList's fence) and returns to the free list only when the last step submitted
-// before the free has been collected. Tests: tests/unit/engine/block_manager_test.cc.
+// before the free has been collected. KV swap (--preemption-mode swap): per group a host pool of block ids
+// too; swap_out moves every live block of a preempted sequence to host blocks (its tables then name host
+// ids) and swap_in brings them back into fresh device blocks, logged as BlockSwaps for the executor. A
+// block shared after a fork is copied out like the others (the sibling keeps the device block), so the
+// sequence comes back with private copies. Tests: tests/unit/engine/block_manager_test.cc.
 #pragma once
 
 #include <cstdint>
@@ -66,17 +70,20 @@ class BlockPool {
 struct SeqBlocks {
     std::vector<int32_t> table[kNumKvGroups];
     int64_t sliding_freed = 0;  // sliding-group entries [0, sliding_freed) are -1 (freed)
+    bool swapped = false;       // swapped out: the entries name host blocks (BlockManager::host_pool)
 };
 
 class BlockManager {
   public:
-    // window: keys per query of the sliding group (used only when has_group[1]).
+    // window: keys per query of the sliding group (used only when has_group[1]). num_host_blocks: the
+    // host swap pool of each group (null: none).
     BlockManager(int64_t block_size, const int64_t num_blocks[kNumKvGroups], int64_t window,
-                 const bool has_group[kNumKvGroups]);
+                 const bool has_group[kNumKvGroups], const int64_t* num_host_blocks = nullptr);
 
     int64_t block_size() const { return block_size_; }
     bool has_group(int g) const { return has_group_[g]; }
     const BlockPool& pool(int g) const { return pools_[g]; }
+    const BlockPool& host_pool(int g) const { return host_pools_[g]; }
 
     // New blocks group g needs so that positions [computed, computed + q) can be written (fresh blocks
     // and copy-on-write of shared ones).
@@ -92,15 +99,28 @@ class BlockManager {
     // child shares every block of parent (ref counts + 1); logs the child's table.
     void fork(const SeqBlocks& parent, int32_t child_slot, SeqBlocks* child,
               std::vector<BlockTableUpdate>* up);
-    // Drops every block of the sequence and its tables.
+    // Drops every block of the sequence and its tables (host blocks when swapped: no table update then,
+    // the slot's tables were dropped at swap_out).
     void free(int32_t slot, SeqBlocks* s, std::vector<BlockTableUpdate>* up);
+
+    // The host pools have a free block for every live block of s (both groups).
+    bool can_swap_out(const SeqBlocks& s) const;
+    // Moves every live block of s to a fresh host block (one BlockSwap each into *swaps), drops the device
+    // blocks (held while steps in flight may read them) and slot's tables; precondition can_swap_out.
+    void swap_out(int32_t slot, SeqBlocks* s, std::vector<BlockTableUpdate>* up, std::vector<BlockSwap>* swaps);
+    // A swapped s can come back and then append positions [computed, computed + q).
+    bool can_swap_in(const SeqBlocks& s, int64_t computed, int64_t q) const;
+    // Brings every host block of s back into a fresh device block (BlockSwaps into *swaps, the table
+    // entries logged for slot) and frees the host blocks; precondition can_swap_in.
+    void swap_in(int32_t slot, SeqBlocks* s, std::vector<BlockTableUpdate>* up, std::vector<BlockSwap>* swaps);
 
     // Steps in flight (FreeList::hold_until / release_through on both pools).
     void hold_frees(int64_t step);
     void release_frees(int64_t step);
 
     // Free + held + used = total per group (no id twice), held and free blocks have ref count 0, and
-    // every ref count equals the number of table entries naming the block. kInternal with the first
+    // every ref count equals the number of table entries naming the block; the same for the host pools
+    // over the swapped sequences' tables, whose host blocks are never shared. kInternal with the first
     // violation.
     Status check(const std::vector<const SeqBlocks*>& all) const;
 
@@ -109,6 +129,7 @@ class BlockManager {
     int64_t window_;
     bool has_group_[kNumKvGroups];
     std::vector<BlockPool> pools_;
+    std::vector<BlockPool> host_pools_;
 };
 
 }  // namespace volt::engine

@@ -79,6 +79,10 @@ class RequestHandle {
     bool aborted_ = false;
 };
 
+// vLLM's --preemption-mode: what happens to a preempted sequence's KV blocks. kAuto: swap where the
+// executor can and its KV pools are device memory (a GPU) and swap_space_bytes > 0, else recompute.
+enum class PreemptionMode { kAuto, kSwap, kRecompute };
+
 struct EngineConfig {
     int64_t block_size = 16;                // tokens per KV block (--block-size)
     int64_t max_num_seqs = 256;             // sequences in one step (--max-num-seqs)
@@ -96,6 +100,10 @@ struct EngineConfig {
     int64_t long_prefill_token_threshold = 0;
     // vLLM's --max-num-partial-prefills: prompts whose prefill may be partly done at once.
     int64_t max_num_partial_prefills = 1;
+    // vLLM's --swap-space (GiB per GPU there, bytes here): host memory for swapped-out KV blocks, split
+    // between the KV groups in proportion to their device pools. Allocated only when preemption swaps.
+    int64_t swap_space_bytes = int64_t{4} << 30;
+    PreemptionMode preemption_mode = PreemptionMode::kAuto;  // --preemption-mode
 };
 
 struct EngineStats {
@@ -103,7 +111,9 @@ struct EngineStats {
     int64_t kv_blocks_used[2] = {0, 0}, kv_blocks_total[2] = {0, 0};  // per KV group (full, sliding)
     int64_t prompt_tokens = 0;     // tokens computed for prompts (recomputation included)
     int64_t generated_tokens = 0;  // tokens sampled
-    int64_t num_steps = 0, num_preemptions = 0;
+    int64_t num_steps = 0, num_preemptions = 0;  // preemptions: swapped + recomputed
+    int64_t num_swapped_preemptions = 0;         // preemptions whose KV blocks went to host memory
+    int64_t kv_blocks_swapped_out = 0, kv_blocks_swapped_in = 0;  // both groups
     int64_t requests_finished = 0;
     int64_t requests_failed = 0;  // ended with FinishReason::kError (non-finite logits)
 };

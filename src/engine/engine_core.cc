@@ -71,6 +71,31 @@ Result<KvPlan> plan_kv_cache(const EngineConfig& c, const Executor& ex) {
         return resource_exhausted("the KV cache needs " + str(pool_bytes) + " bytes but the device has " +
                                   str(mem.free_bytes) + " free of " + str(mem.total_bytes) +
                                   ": lower --kv-cache-memory-bytes, --max-model-len or --max-num-seqs");
+    // Preemption mode and the host swap pools.
+    if (c.swap_space_bytes < 0)
+        return invalid_argument("swap_space " + str(c.swap_space_bytes) + " bytes must be >= 0 (--swap-space)");
+    if (c.preemption_mode == PreemptionMode::kSwap) {
+        if (c.swap_space_bytes == 0)
+            return invalid_argument(
+                "--preemption-mode swap needs host memory for the swapped blocks: --swap-space is 0");
+        if (!info.can_swap)
+            return invalid_argument("--preemption-mode swap: this executor cannot swap KV blocks");
+    }
+    plan.swap = c.preemption_mode == PreemptionMode::kSwap ||
+                (c.preemption_mode == PreemptionMode::kAuto && info.can_swap && !info.kv_in_host_memory &&
+                 c.swap_space_bytes > 0);
+    if (plan.swap) {
+        for (int g = 0; g < kNumKvGroups; ++g) {
+            const int64_t bpb = has[g] ? ex.bytes_per_block(bs, g) : 0;
+            if (bpb == 0 || pool_bytes == 0) continue;
+            plan.num_host_blocks[g] = static_cast<int64_t>(static_cast<__int128>(c.swap_space_bytes) *
+                                                           plan.num_blocks[g] / pool_bytes);
+            if (plan.num_host_blocks[g] == 0)
+                return invalid_argument("--swap-space " + str(c.swap_space_bytes) +
+                                        " bytes holds no swapped block of KV group " + str(g) + " (" +
+                                        str(bpb) + " bytes each); raise it or use --preemption-mode recompute");
+        }
+    }
     plan.pool_max_len = has[0] ? plan.num_blocks[0] * bs : std::numeric_limits<int64_t>::max();
     const int64_t model_cap =
         info.max_position_embeddings > 0 ? info.max_position_embeddings : std::numeric_limits<int64_t>::max();
@@ -98,7 +123,10 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(EngineConfig config, Exec
     if (config.eos_token_ids.empty()) config.eos_token_ids = info.eos_token_ids;
     CacheConfig cache;
     cache.block_size = config.block_size;
-    for (int g = 0; g < kNumKvGroups; ++g) cache.num_blocks[g] = plan.num_blocks[g];
+    for (int g = 0; g < kNumKvGroups; ++g) {
+        cache.num_blocks[g] = plan.num_blocks[g];
+        cache.num_host_blocks[g] = plan.num_host_blocks[g];
+    }
     cache.max_num_seqs = config.max_num_seqs;
     cache.max_num_batched_tokens = config.max_num_batched_tokens;
     cache.max_model_len = plan.max_model_len;
@@ -112,13 +140,13 @@ EngineCore::EngineCore(EngineConfig config, KvPlan plan, Executor* executor, con
       executor_(executor),
       info_(info),
       max_in_flight_(static_cast<size_t>(std::max(1, executor->max_in_flight()))),
-      blocks_(config_.block_size, plan_.num_blocks, info.sliding_window, info.has_group),
+      blocks_(config_.block_size, plan_.num_blocks, info.sliding_window, info.has_group, plan_.num_host_blocks),
       scheduler_({config_.max_num_seqs, config_.max_num_batched_tokens, plan_.max_model_len,
                   config_.long_prefill_token_threshold < 0 ? 0
                   : config_.long_prefill_token_threshold == 0
                       ? std::max<int64_t>(1, config_.max_num_batched_tokens / 4)
                       : config_.long_prefill_token_threshold,
-                  config_.max_num_partial_prefills},
+                  config_.max_num_partial_prefills, plan_.swap},
                  &blocks_) {
     stats_.kv_blocks_total[0] = plan_.num_blocks[0];
     stats_.kv_blocks_total[1] = plan_.num_blocks[1];
@@ -307,10 +335,15 @@ Result<bool> EngineCore::step() {
 Result<bool> EngineCore::submit_step() {
     batch_.clear();
     const int64_t prev_step = in_flight_.empty() ? -1 : in_flight_.back().step;
-    std::vector<ScheduledSeq> sched = scheduler_.schedule(prev_step, &pending_updates_, &batch_.copies);
+    std::vector<ScheduledSeq> sched = scheduler_.schedule(prev_step, &pending_updates_, &batch_.copies,
+                                                          &pending_swap_out_, &pending_swap_in_);
     if (sched.empty()) return false;
     batch_.table_updates.swap(pending_updates_);
     pending_updates_.clear();
+    batch_.swap_out.swap(pending_swap_out_);
+    pending_swap_out_.clear();
+    batch_.swap_in.swap(pending_swap_in_);
+    pending_swap_in_.clear();
     build_batch(sched);
     VOLT_ASSIGN_OR_RETURN(StepHandle handle, executor_->submit(batch_));
     InFlight f;
@@ -431,6 +464,9 @@ EngineStats EngineCore::stats() const {
     st.num_running_seqs = static_cast<int64_t>(scheduler_.running().size());
     st.num_waiting_seqs = static_cast<int64_t>(scheduler_.waiting().size());
     st.num_preemptions = scheduler_.num_preemptions();
+    st.num_swapped_preemptions = scheduler_.num_swapped_preemptions();
+    st.kv_blocks_swapped_out = scheduler_.num_blocks_swapped_out();
+    st.kv_blocks_swapped_in = scheduler_.num_blocks_swapped_in();
     for (int g = 0; g < kNumKvGroups; ++g)  // blocks held for steps in flight are not free yet
         st.kv_blocks_used[g] = blocks_.pool(g).num_total() - blocks_.pool(g).num_free();
     return st;
@@ -450,9 +486,13 @@ Status EngineCore::check_invariants() const {
                                   " pending tokens (pending step " + str(s->pending_step) + ") with " +
                                   str(in_flight) + " steps in flight");
     }
-    for (const Sequence* s : scheduler_.waiting())
+    for (const Sequence* s : scheduler_.waiting()) {
+        if (s->blocks.swapped) continue;  // its blocks are in the host pools (BlockManager::check)
         if (!s->blocks.table[0].empty() || !s->blocks.table[1].empty() || s->num_computed != 0)
             return internal_error("waiting sequence " + str(s->id) + " holds blocks");
+    }
+    for (const Sequence* s : scheduler_.running())
+        if (s->blocks.swapped) return internal_error("running sequence " + str(s->id) + " is swapped out");
     for (const Sequence* s : scheduler_.running()) {
         seats += 1 + s->pending_forks;
         if (s->num_computed >= s->num_tokens() && s->num_pending == 0)

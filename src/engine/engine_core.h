@@ -33,6 +33,8 @@ struct KvPlan {
     int64_t num_blocks[kNumKvGroups] = {0, 0};
     int64_t max_model_len = 0;
     int64_t pool_max_len = 0;  // longest sequence the pool can hold alone
+    bool swap = false;         // preemption swaps to the host pools (else recomputes)
+    int64_t num_host_blocks[kNumKvGroups] = {0, 0};  // host swap pool per group (0 unless swap)
 };
 
 // Budget split: the sliding group gets what max_num_seqs sequences plus one chunk need (at most half of
@@ -41,6 +43,11 @@ struct KvPlan {
 // kOutOfRange when config.max_model_len is set and one sequence of that length does not fit (message
 // with both numbers); kInvalidArgument for sizes <= 0 or a budget below one block; kResourceExhausted
 // when the pools exceed the executor's free memory (ExecutorMemory; skipped when it reports none).
+// Preemption mode (EngineConfig::preemption_mode): kAuto swaps when the executor can, its KV is not in
+// host memory and swap_space_bytes > 0; the host pools then get swap_space_bytes in proportion to the
+// device pools' bytes (host blocks of group g = swap_space_bytes x device blocks of g / device pool
+// bytes). kInvalidArgument for kSwap with swap_space_bytes <= 0 (--swap-space 0), an executor that cannot
+// swap, or a swap space below one block of each group; or swap_space_bytes < 0.
 Result<KvPlan> plan_kv_cache(const EngineConfig& config, const Executor& executor);
 
 class EngineCore {
@@ -108,6 +115,9 @@ class EngineCore {
     int64_t next_request_ = 0, next_seq_ = 0;
     std::vector<int64_t> dead_;  // sequences finished this step
     std::vector<BlockTableUpdate> pending_updates_;
+    // Swaps scheduled by a schedule() that found nothing to run (a preemption before a stall): they go
+    // out with the next submitted step, before its own.
+    std::vector<BlockSwap> pending_swap_out_, pending_swap_in_;
     std::deque<InFlight> in_flight_;  // oldest first
     int64_t next_step_ = 0;
     StepBatch batch_;

@@ -12,6 +12,8 @@ void StepBatch::clear() {
     seq_slots.clear();
     deferred.clear();
     request_index.clear();
+    swap_out.clear();
+    swap_in.clear();
     table_updates.clear();
     copies.clear();
     logits_rows.clear();

@@ -27,6 +27,11 @@ struct ExecutorInfo {
     int64_t max_position_embeddings = 0;  // the model's context limit
     std::vector<int32_t> eos_token_ids;   // the model's EOS ids (config.json)
     bool has_group[kNumKvGroups] = {true, false};  // whether any layer belongs to the group
+    // KV swap to host memory (--preemption-mode swap): the executor applies StepBatch::swap_out /
+    // swap_in. kv_in_host_memory: its KV pools already are host memory (the CPU), where swapping copies
+    // host to host and gains nothing, so the default preemption mode there is recompute.
+    bool can_swap = false;
+    bool kv_in_host_memory = false;
 };
 
 // Memory of the device the executor runs on (host memory for the CPU), bytes.
@@ -50,6 +55,16 @@ struct BlockTableUpdate {
 struct BlockCopy {
     int32_t group;
     int32_t src, dst;
+};
+
+// Swap of one KV block of `group` between the device pool and the host swap pool (--swap-space): every
+// layer's K and V of device block `device` <-> host block `host`. A step applies its swap-outs (device ->
+// host) first, then its swap-ins (host -> device), then table updates, copies and KV writes: a device
+// block freed by a swap-out may be handed out again in the same step, and a swap-in's device block may be
+// one a swap-out of the same step just emptied. Host blocks are never shared.
+struct BlockSwap {
+    int32_t group;
+    int32_t device, host;
 };
 
 // A row of logits the engine needs. Sample rows draw a token with the sequence's params; prompt rows
@@ -94,6 +109,8 @@ struct StepBatch {
     std::vector<int32_t> seq_slots;                   // [S] stable slot in [0, max_num_seqs) of each sequence
     std::vector<int64_t> request_index;               // [S] submission ordinal (scripted executor)
     std::vector<DeferredToken> deferred;              // token ids drawn by the previous step
+    std::vector<BlockSwap> swap_out;                  // first: device -> host (preempted by swapping)
+    std::vector<BlockSwap> swap_in;                   // then: host -> device (resumed sequences)
     std::vector<BlockTableUpdate> table_updates;      // applied in order before the step
     std::vector<BlockCopy> copies;                    // after table updates, before KV writes
     std::vector<LogitsRow> logits_rows;
@@ -110,6 +127,7 @@ struct StepResult {
 struct CacheConfig {
     int64_t block_size = 16;
     int64_t num_blocks[kNumKvGroups] = {0, 0};
+    int64_t num_host_blocks[kNumKvGroups] = {0, 0};  // host swap pool per group (0: no swapping)
     int64_t max_num_seqs = 0;            // seq_slots
     int64_t max_num_batched_tokens = 0;  // rows of one step
     int64_t max_model_len = 0;           // longest sequence
@@ -124,11 +142,12 @@ class Executor {
   public:
     virtual ~Executor() = default;
     virtual ExecutorInfo info() const = 0;
-    // Bytes one block of `group` takes on the device (0: free, e.g. scripted).
+    // Bytes one block of `group` takes on the device (0: free, e.g. scripted); a host swap block takes as
+    // many.
     virtual int64_t bytes_per_block(int64_t block_size, int group) const = 0;
     virtual ExecutorMemory memory() const = 0;
-    // Allocates the KV pools, the per-slot state (block tables, deferred tokens) and the step buffers;
-    // called once before the first submit. Errors: out of device memory.
+    // Allocates the KV pools, the host swap pools (num_host_blocks), the per-slot state (block tables, deferred tokens) and the step buffers;
+    // called once before the first submit. Errors: out of device (or pinned host) memory.
     virtual Status init_cache(const CacheConfig& config) = 0;
     // Steps that may be submitted and not yet collected (1: synchronous).
     virtual int max_in_flight() const { return 1; }

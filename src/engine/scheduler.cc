@@ -59,16 +59,25 @@ void Scheduler::add_running(Sequence* s) {
     running_.insert(std::upper_bound(running_.begin(), running_.end(), s, before), s);
 }
 
-void Scheduler::preempt(Sequence* s, std::vector<BlockTableUpdate>* up) {
-    blocks_->free(s->slot, &s->blocks, up);
+void Scheduler::preempt(Sequence* s, std::vector<BlockTableUpdate>* up, std::vector<BlockSwap>* swap_out) {
+    if (config_.swap && blocks_->can_swap_out(s->blocks)) {
+        VOLT_CHECK(swap_out != nullptr) << "swap preemption without a swap-out list";
+        const size_t before = swap_out->size();
+        blocks_->swap_out(s->slot, &s->blocks, up, swap_out);
+        num_blocks_swapped_out_ += static_cast<int64_t>(swap_out->size() - before);
+        ++num_swapped_preemptions_;
+    } else {  // recompute: from the prompt and the output so far
+        blocks_->free(s->slot, &s->blocks, up);
+        s->num_computed = 0;
+    }
     release_slot(s);
-    s->num_computed = 0;
     ++num_preemptions_;
     add_waiting(s);
 }
 
 std::vector<ScheduledSeq> Scheduler::schedule(int64_t prev_step, std::vector<BlockTableUpdate>* up,
-                                              std::vector<BlockCopy>* copies) {
+                                              std::vector<BlockCopy>* copies, std::vector<BlockSwap>* swap_out,
+                                              std::vector<BlockSwap>* swap_in) {
     std::vector<ScheduledSeq> out;
     int64_t budget = config_.max_num_batched_tokens;
     bool preempted = false, stalled = false;
@@ -99,7 +108,7 @@ std::vector<ScheduledSeq> Scheduler::schedule(int64_t prev_step, std::vector<Blo
             }
             Sequence* victim = running_.back();
             running_.pop_back();
-            preempt(victim, up);
+            preempt(victim, up, swap_out);
             preempted = true;
             if (victim == s) {
                 self_preempted = true;
@@ -153,9 +162,18 @@ std::vector<ScheduledSeq> Scheduler::schedule(int64_t prev_step, std::vector<Blo
         // It would start one more partial prefill: let a sequence that completes its prompt go first.
         if (q < remaining && partial_prefills >= std::max<int64_t>(1, config_.max_num_partial_prefills))
             continue;
-        if (!blocks_->can_append(s->blocks, s->num_computed, q)) break;
+        const bool swapped = s->blocks.swapped;
+        if (swapped ? !blocks_->can_swap_in(s->blocks, s->num_computed, q)
+                    : !blocks_->can_append(s->blocks, s->num_computed, q))
+            break;
         waiting_.erase(std::find(waiting_.begin(), waiting_.end(), s));
         add_running(s);
+        if (swapped) {
+            VOLT_CHECK(swap_in != nullptr) << "swapped sequence " << s->id << " resumes without a swap-in list";
+            const size_t before = swap_in->size();
+            blocks_->swap_in(s->slot, &s->blocks, up, swap_in);
+            num_blocks_swapped_in_ += static_cast<int64_t>(swap_in->size() - before);
+        }
         blocks_->append(s->slot, &s->blocks, s->num_computed, q, up, copies);
         out.push_back({s, q});
         budget -= q;
@@ -189,7 +207,7 @@ Status Scheduler::check_slots() const {
 }
 
 void Scheduler::remove(Sequence* s, std::vector<BlockTableUpdate>* up) {
-    if (s->slot >= 0) blocks_->free(s->slot, &s->blocks, up);
+    if (s->slot >= 0 || s->blocks.swapped) blocks_->free(s->slot, &s->blocks, up);
     release_slot(s);
     auto drop = [&](std::deque<Sequence*>& q) {
         auto it = std::find(q.begin(), q.end(), s);

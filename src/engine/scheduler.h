@@ -21,7 +21,11 @@
 // collected: when the blocks a sequence needs are only held, the step stops there and waits for them
 // rather than preempting more; held slots count as occupied at admission, so a fork at collect always
 // finds a slot; a preempted sequence with a pending token is not re-admitted until the token is known.
-// Tests: tests/unit/engine/scheduler_test.cc.
+// Swap preemption (SchedulerConfig::swap, --preemption-mode swap): the victim's blocks go to the host
+// pools (BlockManager::swap_out) and it keeps num_computed; when it is admitted again its blocks come back
+// (swap_in) and it continues where it stopped; when the host pools lack room it is recomputed instead. A
+// step that preempts admits nobody, so one schedule() makes swap-outs or swap-ins, never both.
+// Tests: tests/unit/engine/scheduler_test.cc, tests/unit/engine/swap_test.cc.
 #pragma once
 
 #include <cstdint>
@@ -87,6 +91,8 @@ struct SchedulerConfig {
     // Sequences whose prefill is partly done at once; a waiting sequence that would start another partial
     // prefill is passed over (a shorter one that completes its prompt in this step may go first).
     int64_t max_num_partial_prefills = 1;
+    // Preempt by swapping the victim's KV blocks to the host pools (recompute when they lack room).
+    bool swap = false;
 };
 
 class Scheduler {
@@ -99,9 +105,12 @@ class Scheduler {
     void add_running(Sequence* s);
     // Picks this step's sequences and allocates their blocks; logs table updates and copies.
     // prev_step: the id of the last submitted step while it is in flight, else -1 (only its pending
-    // tokens may be deferred into this step).
+    // tokens may be deferred into this step). swap_out / swap_in: the block swaps (needed with
+    // config.swap); they must reach the executor even when no sequence is scheduled (a preemption can
+    // precede a stall).
     std::vector<ScheduledSeq> schedule(int64_t prev_step, std::vector<BlockTableUpdate>* up,
-                                       std::vector<BlockCopy>* copies);
+                                       std::vector<BlockCopy>* copies, std::vector<BlockSwap>* swap_out = nullptr,
+                                       std::vector<BlockSwap>* swap_in = nullptr);
     // Finished or aborted: frees its blocks and forgets it.
     void remove(Sequence* s, std::vector<BlockTableUpdate>* up);
     // Tokens s could compute in a step after prev_step (schedule's argument); 0: it waits for a
@@ -115,13 +124,16 @@ class Scheduler {
 
     const std::deque<Sequence*>& running() const { return running_; }
     const std::deque<Sequence*>& waiting() const { return waiting_; }
-    int64_t num_preemptions() const { return num_preemptions_; }
+    int64_t num_preemptions() const { return num_preemptions_; }  // swapped + recomputed
+    int64_t num_swapped_preemptions() const { return num_swapped_preemptions_; }
+    int64_t num_blocks_swapped_out() const { return num_blocks_swapped_out_; }
+    int64_t num_blocks_swapped_in() const { return num_blocks_swapped_in_; }
     int64_t num_held_slots() const { return free_slots_.num_held(); }
     // Running sequences hold distinct slots, waiting ones none; free + held + running = max_num_seqs.
     Status check_slots() const;
 
   private:
-    void preempt(Sequence* s, std::vector<BlockTableUpdate>* up);
+    void preempt(Sequence* s, std::vector<BlockTableUpdate>* up, std::vector<BlockSwap>* swap_out);
     void take_slot(Sequence* s);
     void release_slot(Sequence* s);
 
@@ -129,7 +141,8 @@ class Scheduler {
     BlockManager* blocks_;
     std::deque<Sequence*> running_, waiting_;
     FreeList free_slots_;
-    int64_t num_preemptions_ = 0;
+    int64_t num_preemptions_ = 0, num_swapped_preemptions_ = 0;
+    int64_t num_blocks_swapped_out_ = 0, num_blocks_swapped_in_ = 0;
 };
 
 }  // namespace volt::engine

@@ -73,6 +73,8 @@ ExecutorInfo BackendExecutor::info() const {
     info.has_group[0] = info.has_group[1] = false;
     for (int64_t l = 0; l < c.num_hidden_layers; ++l) info.has_group[model::kv_group_of(c, l)] = true;
     info.sliding_window = info.has_group[1] ? c.sliding_window : 0;
+    info.can_swap = true;
+    info.kv_in_host_memory = group_->rank(group_->output_rank()).backend->memory_is_host();
     return info;
 }
 
@@ -102,6 +104,18 @@ Status BackendExecutor::init_cache(const CacheConfig& c) {
                 st.ws, model::Workspace::create(*r.backend, w.config, rows, kLogitsChunkRows, shard_rows));
         }
         VOLT_RETURN_IF_ERROR(r.backend->reserve({c.max_num_batched_tokens, c.max_num_seqs, c.max_model_len}));
+        // Host swap pools: one host block holds every layer of the group on this rank, K then V.
+        const int64_t end = w.shard.layer_end < 0 ? w.config.num_hidden_layers : w.shard.layer_end;
+        for (int g = 0; g < kNumKvGroups; ++g) {
+            st.host_pool[g] = ops::Buffer();
+            st.swap_layers[g].clear();
+            for (int64_t l = w.shard.layer_begin; l < end; ++l)
+                if (model::kv_group_of(w.config, l) == g) st.swap_layers[g].push_back(st.cache.layers()[l]);
+            const int64_t n = c.num_host_blocks[g];
+            if (n <= 0 || st.swap_layers[g].empty()) continue;
+            const auto layers = static_cast<int64_t>(st.swap_layers[g].size());
+            VOLT_ASSIGN_OR_RETURN(st.host_pool[g], r.backend->alloc_host(n * layers * 2 * st.cache.block_bytes()));
+        }
     }
     builder_.init(c.max_num_seqs);
     set_num_slots(c.max_num_seqs);
@@ -238,6 +252,48 @@ Status BackendExecutor::sample_chunk(const std::vector<ops::SampleRow>& rows, in
     return Status::ok();
 }
 
+uint64_t BackendExecutor::hash_device_block(int i, int g, int32_t block) {
+    RankState& st = states_[i];
+    const int64_t bb = st.cache.block_bytes();
+    std::vector<uint8_t> bytes(bb);
+    uint64_t h = 14695981039346656037ull;  // FNV-1a 64
+    for (const ops::KvLayer& l : st.swap_layers[g]) {
+        for (const void* pool : {l.k, l.v}) {
+            group_->rank(i).backend->download(bytes.data(), static_cast<const uint8_t*>(pool) + block * bb, bb);
+            for (uint8_t x : bytes) h = (h ^ x) * 1099511628211ull;
+        }
+    }
+    return h;
+}
+
+void BackendExecutor::swap_rank(int i, const StepBatch& b) {
+    RankState& st = states_[i];
+    for (const bool out : {true, false}) {
+        const std::vector<BlockSwap>& swaps = out ? b.swap_out : b.swap_in;
+        for (int g = 0; g < kNumKvGroups; ++g) {
+            if (st.swap_layers[g].empty()) continue;
+            st.swap_device.clear();
+            st.swap_host.clear();
+            for (const BlockSwap& sw : swaps) {
+                if (sw.group != g) continue;
+                if (out && swap_observer_) swap_observer_(i, sw, true, hash_device_block(i, g, sw.device));
+                st.swap_device.push_back(sw.device);
+                st.swap_host.push_back(sw.host);
+            }
+            if (st.swap_device.empty()) continue;
+            VOLT_CHECK(st.host_pool[g].data() != nullptr) << "KV group " << g << " swaps without a host pool";
+            group_->rank(i).backend->swap_blocks({st.swap_layers[g].data(),
+                                                  static_cast<int64_t>(st.swap_layers[g].size()),
+                                                  st.host_pool[g].data(), st.swap_device.data(),
+                                                  st.swap_host.data(), static_cast<int64_t>(st.swap_device.size()),
+                                                  st.cache.block_bytes(), out});
+            if (!out && swap_observer_)
+                for (const BlockSwap& sw : swaps)
+                    if (sw.group == g) swap_observer_(i, sw, false, hash_device_block(i, g, sw.device));
+        }
+    }
+}
+
 void BackendExecutor::copy_blocks(int i, const StepBatch& b) {
     Rank& r = group_->rank(i);
     RankState& st = states_[i];
@@ -269,6 +325,7 @@ Status BackendExecutor::run_rank(int i, const StepBatch& b, const model::HostSte
     const model::GptOssConfig& c = weights_->config;
     if (r.tp_comm) r.tp_comm->begin_step(step_count_);
     if (r.pp_comm) r.pp_comm->begin_step(step_count_);
+    swap_rank(i, b);  // before the copies and KV writes that may reuse the swapped-out blocks
     copy_blocks(i, b);
     VOLT_ASSIGN_OR_RETURN(model::ForwardBatch fb, st.upload.upload(*r.backend, step));
     const int64_t V = c.vocab_size;
@@ -376,6 +433,7 @@ Status BackendExecutor::run_graph(const StepBatch& b, const model::HostStep& ste
     for (int g = 0; g < kNumKvGroups; ++g)
         widths[g] = std::max<int64_t>((keys + block_size_ - 1) / block_size_, step.max_blocks[g]);
     pad_decode_step(step, rows, widths, &padded_);
+    swap_rank(0, b);  // outside the graph, like the copies
     copy_blocks(0, b);
     VOLT_ASSIGN_OR_RETURN(model::ForwardBatch fb, graph_upload_.upload(be, padded_));
     fb.max_seq_len = keys;  // sizes the split-KV grid; each row's splits follow its own context

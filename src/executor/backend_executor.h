@@ -8,11 +8,14 @@
 // Tensor / pipeline parallel (create_parallel): the model's ranks (executor/rank_group.h) each run the
 // same step on their shard and KV cache (their own KV heads, their stage's layers) on their own thread;
 // the output rank (tp 0 of the last stage) samples on the gathered logits (docs/parallel.md).
+// KV swap (StepBatch::swap_out / swap_in): every rank keeps a host swap pool per KV group for its own
+// shard (ops::Backend::alloc_host: pinned on a GPU) and swaps its own blocks, first in each step.
 // Tests: tests/unit/engine/engine_test.cc (through CpuExecutor), scripts/gpu/check.sh (--device cuda).
 #pragma once
 
 #include <array>
 #include <map>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -76,6 +79,14 @@ class BackendExecutor : public SyncExecutor {
     ops::Backend& backend() { return *group_->rank(group_->output_rank()).backend; }
     RankGroup& ranks() { return *group_; }
 
+    // Tests: called on each rank's thread (concurrently at TP/PP > 1: it must be thread-safe) for every
+    // block swap of that rank with an FNV-1a 64 hash of the device block's bytes (every layer of the
+    // group on that rank: K then V of each layer in order), read before a swap-out and after a swap-in. Equal hashes out and in (by host block) mean the
+    // block came back bitwise. Costs a download per block; null (the default): nothing is read. Set it
+    // before the first step.
+    using SwapObserver = std::function<void(int rank, const engine::BlockSwap& swap, bool out, uint64_t hash)>;
+    void set_swap_observer(SwapObserver observer) { swap_observer_ = std::move(observer); }
+
   protected:
     BackendExecutor(std::shared_ptr<const model::ModelWeights> weights, ops::Format kv_format,
                     int max_in_flight);
@@ -95,6 +106,9 @@ class BackendExecutor : public SyncExecutor {
     // step upload.
     struct RankState {
         model::KvStore cache;
+        ops::Buffer host_pool[engine::kNumKvGroups];             // [host blocks, layers of g, 2, block bytes]
+        std::vector<ops::KvLayer> swap_layers[engine::kNumKvGroups];  // this rank's layers of each group
+        std::vector<int32_t> swap_device, swap_host;
         model::Workspace ws;
         model::StepUpload upload;
         std::vector<int32_t> copy_src, copy_dst;
@@ -107,6 +121,9 @@ class BackendExecutor : public SyncExecutor {
     bool graph_eligible(const engine::StepBatch& b) const;
     Status run_graph(const engine::StepBatch& b, const model::HostStep& step);
 
+    // Rank i's share of the step's swaps (outs, then ins).
+    void swap_rank(int i, const engine::StepBatch& b);
+    uint64_t hash_device_block(int i, int group, int32_t block);
 
     std::shared_ptr<const model::ModelWeights> weights_;
     ops::Format kv_format_;
@@ -133,6 +150,7 @@ class BackendExecutor : public SyncExecutor {
     model::StepUpload graph_upload_;
     model::HostStep padded_;
     int64_t graph_replays_ = 0;
+    SwapObserver swap_observer_;
 };
 
 }  // namespace volt::executor

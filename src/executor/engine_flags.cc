@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cinttypes>
+#include <cmath>
+#include <map>
 
 #include "core/logging.h"
 #include "executor/backend_executor.h"
@@ -32,8 +34,21 @@ void add_engine_flags(CLI::App* app, EngineFlags* f) {
         ->capture_default_str();
     app->add_option("--max-queued-requests", c.max_queued_requests, "waiting requests beyond this get 503")
         ->capture_default_str();
-    app->add_option("--swap-space", f->swap_space_gib,
-                    "GiB of host memory for swapped KV (accepted; unused yet)");
+    app->add_option_function<double>(
+           "--swap-space",
+           [f](const double& gib) {
+               f->swap_space_gib = gib;
+               f->config.swap_space_bytes = static_cast<int64_t>(std::llround(gib * 1073741824.0));
+           },
+           "GiB of host memory (pinned on a GPU) for the KV blocks of preempted sequences; 0: none")
+        ->default_str("4");
+    app->add_option("--preemption-mode", c.preemption_mode,
+                    "swap (KV blocks of a preempted sequence go to --swap-space and come back) or "
+                    "recompute; default: swap on a GPU, recompute on the CPU")
+        ->transform(CLI::CheckedTransformer(
+            std::map<std::string, engine::PreemptionMode>{{"swap", engine::PreemptionMode::kSwap},
+                                                          {"recompute", engine::PreemptionMode::kRecompute}}))
+        ->option_text("swap|recompute");
     app->add_option("--executor", f->executor, "cpu or scripted")
         ->check(CLI::IsMember({"cpu", "scripted"}))
         ->capture_default_str();
@@ -112,11 +127,8 @@ Status check_engine_flags(const EngineFlags& f) {
         return invalid_argument("--executor scripted needs --script FILE");
     if (f.executor != "scripted" && !f.script.empty())
         return invalid_argument("--script is read only with --executor scripted");
-    if (f.swap_space_gib > 0)
-        spdlog::warn(
-            "--swap-space {} GiB accepted but unused: preempted sequences are recomputed (swapping to "
-            "host memory comes later)",
-            f.swap_space_gib);
+    if (!(f.swap_space_gib >= 0))
+        return invalid_argument("--swap-space " + std::to_string(f.swap_space_gib) + " GiB must be >= 0");
     return Status::ok();
 }
 

@@ -1,7 +1,8 @@
 // The engine's command-line flags, shared by `voltllm serve` and `voltllm generate` (vLLM's names):
 // --block-size, --max-num-seqs, --max-num-batched-tokens, --max-model-len, --kv-cache-memory-bytes,
-// --num-kv-blocks-override (alias --num-gpu-blocks-override), --max-queued-requests, --swap-space
-// (accepted, prints a notice: swapping to host memory comes later), --executor cpu|scripted, --script,
+// --num-kv-blocks-override (alias --num-gpu-blocks-override), --max-queued-requests, --swap-space (GiB of
+// host memory for swapped-out KV blocks, vLLM's default 4), --preemption-mode swap|recompute (default:
+// swap on a GPU, recompute on the CPU; engine/engine_core.h plan_kv_cache), --executor cpu|scripted, --script,
 // and where the model runs: --device cpu|cuda, --cuda-kernels auto|sm70, --embedding-in-host-memory,
 // --enforce-eager, --gpu-memory-utilization,
 // --load-format auto|safetensors|dummy, --tensor-parallel-size, --pipeline-parallel-size,
@@ -26,7 +27,7 @@ using engine::Executor;
 
 struct EngineFlags {
     EngineConfig config;
-    double swap_space_gib = 0.0;   // accepted for vLLM compatibility; unused (recompute preemption only)
+    double swap_space_gib = 4.0;   // --swap-space; also sets config.swap_space_bytes
     std::string executor = "cpu";  // "cpu" (the model on the CPU) or "scripted" (replays --script)
     std::string script;            // scripted executor's JSON file (executor/scripted_executor.h)
     DeviceOptions device;          // --device, --cuda-kernels (and the command's --dtype)
@@ -47,7 +48,7 @@ Status check_quantization_flag(const std::string& flag, const model::GptOssConfi
 void add_engine_flags(CLI::App* app, EngineFlags* flags);
 
 // After parsing: kInvalidArgument when --executor scripted has no --script (or --script comes without
-// it); logs the --swap-space notice.
+// it), or --swap-space is negative.
 Status check_engine_flags(const EngineFlags& flags);
 
 // The executor the flags name. "cpu" needs `weights` (the caller loads them only in that case);

@@ -1,6 +1,7 @@
 // The coarse ops' defaults, built from the fine ops in spec order: what a backend without fused kernels
 // (the CPU) runs, and the reference the fused GPU kernels are checked against by the op harness.
 #include <cstring>
+#include <string>
 
 #include "core/check.h"
 #include "ops/ops.h"
@@ -89,6 +90,30 @@ void Backend::copy_blocks(const CopyBlocksArgs& a) {
             auto* base = static_cast<uint8_t*>(pool);
             for (int64_t i = 0; i < a.num_copies; ++i)
                 copy(base + a.dst[i] * a.block_bytes, base + a.src[i] * a.block_bytes, a.block_bytes);
+        }
+    }
+}
+
+Result<Buffer> Backend::alloc_host(int64_t bytes) {
+    return unimplemented(std::string("the ") + name() + " backend has no host memory for " +
+                         std::to_string(bytes) + " bytes of swapped KV blocks");
+}
+
+void Backend::swap_blocks(const SwapBlocksArgs& a) {
+    auto* host = static_cast<uint8_t*>(a.host_pool);
+    const int64_t host_block = a.num_layers * 2 * a.block_bytes;
+    for (int64_t i = 0; i < a.num_blocks; ++i) {
+        for (int64_t l = 0; l < a.num_layers; ++l) {
+            for (int kv = 0; kv < 2; ++kv) {
+                auto* pool = static_cast<uint8_t*>(kv == 0 ? a.layers[l].k : a.layers[l].v);
+                uint8_t* dev = pool + a.device_blocks[i] * a.block_bytes;
+                uint8_t* h = host + a.host_blocks[i] * host_block + (l * 2 + kv) * a.block_bytes;
+                if (a.to_host) {
+                    download(h, dev, a.block_bytes);
+                } else {
+                    upload(dev, h, a.block_bytes);
+                }
+            }
         }
     }
 }

@@ -1,7 +1,7 @@
 // The ops of the GPT-OSS forward pass and the Backend interface every backend implements (cpu:: in
 // src/cpu, cuda:: in src/cuda): memory, weight placement, fine ops (one piece of spec §3 each), coarse
 // ops (what a GPU fuses into one launch; defaults built from the fine ops, src/ops/backend.cc), the
-// sample op and KV copy-on-write. model/forward.cc calls the coarse ops only.
+// sample op, KV copy-on-write and KV swap to host memory. model/forward.cc calls the coarse ops only.
 // Contracts: every pointer in an Args struct lives in the backend's memory; activations between ops are
 // f32 ([rows, cols], row-major) so every op's output reaches the f32 residual stream without an fp16
 // round trip (a backend may narrow to fp16 in registers as matmul operands); the KV cache is f32 or f16
@@ -204,6 +204,23 @@ struct CopyBlocksArgs {
     int64_t block_bytes;  // bytes of one block of one pool (block_size * nkv * d * element size)
 };
 
+// KV swap to host memory (--preemption-mode swap): for every layer l and i < num_blocks, K and V of
+// device block device_blocks[i] <-> host block host_blocks[i] of host_pool (memory from alloc_host),
+// where host block h is [num_layers, 2 (K then V), block_bytes] bytes contiguous at host_pool + h *
+// num_layers * 2 * block_bytes. to_host: device -> host (swap out), else host -> device (swap in). The
+// id arrays are host memory. Ordered with the backend's other work (a GPU's stream): a swap-out reads
+// what earlier ops wrote, later ops see a swap-in. Every device id is distinct, every host id too.
+struct SwapBlocksArgs {
+    const KvLayer* layers;  // [num_layers] the layers of one KV group (one rank's shard)
+    int64_t num_layers;
+    void* host_pool;             // [num_host_blocks, num_layers, 2, block_bytes]
+    const int32_t* device_blocks;  // [num_blocks]
+    const int32_t* host_blocks;    // [num_blocks]
+    int64_t num_blocks;
+    int64_t block_bytes;  // bytes of one block of one pool (block_size * nkv * d * element size)
+    bool to_host;
+};
+
 // ---- the backend -------------------------------------------------------------------------------------
 
 struct MemoryStats {
@@ -270,6 +287,11 @@ class Backend {
     virtual void download(void* dst, const void* src, int64_t bytes) = 0;  // backend -> host; waits
     virtual void copy(void* dst, const void* src, int64_t bytes) = 0;      // within backend memory
     virtual void fill(void* dst, uint8_t byte, int64_t bytes) = 0;
+    // Host memory the backend copies to and from at full speed (the KV swap pool): ordinary memory on
+    // the CPU, pinned (page-locked) memory on a GPU; zeroed. Default kUnimplemented. Freed by the Buffer.
+    virtual Result<Buffer> alloc_host(int64_t bytes);
+    // Backend memory is host memory (the CPU): swapping KV to host memory would gain nothing.
+    virtual bool memory_is_host() const { return false; }
     // rows x width bytes from src (rows src_pitch bytes apart) to dst (dst_pitch apart), within backend
     // memory (the gather of vocab-sharded logits). Default: one copy() per row.
     virtual void copy_2d(void* dst, int64_t dst_pitch, const void* src, int64_t src_pitch, int64_t width,
@@ -324,9 +346,11 @@ class Backend {
     virtual void experts_residual(const ExpertsArgs& a) { experts(a); }
     virtual void final_logits(const FinalLogitsArgs& a);
 
-    // The sample op (ops/sample.h) and KV copy-on-write.
+    // The sample op (ops/sample.h), KV copy-on-write and KV swap. swap_blocks' default: one
+    // download/upload per block of each pool.
     virtual void sample(const SampleArgs& a) = 0;
     virtual void copy_blocks(const CopyBlocksArgs& a);
+    virtual void swap_blocks(const SwapBlocksArgs& a);
 
     // Benchmarks only (volt_op_test --bench): the read bandwidth in GB/s of a streaming 128-bit-load
     // kernel over `bytes` of fresh backend memory, measured now; 0 where the backend has none (the CPU).

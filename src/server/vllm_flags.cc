@@ -146,6 +146,8 @@ constexpr VllmFlag kFlags[] = {
      "--device cpu; on GPUs not yet (refused)"},
     {"--port", "", A::kValue, S::kHonoured, O::kVllm, false,
      "listen port, default 8000; 0 picks a free one (printed at start)"},
+    {"--preemption-mode", "", A::kValue, S::kHonoured, O::kVllmRemoved, false,
+     "swap (KV blocks of a preempted sequence go to --swap-space host memory) or recompute; default swap on a GPU"},
     {"--quantization", "-q", A::kValue, S::kHonoured, O::kVllm, false,
      "awq, int8 or mxfp4: must match the checkpoint's quantization_config, else the start fails naming both "
      "(docs/quantization.md)"},
@@ -169,8 +171,8 @@ constexpr VllmFlag kFlags[] = {
      "no TLS in this build; terminate TLS in a reverse proxy"},
     {"--ssl-keyfile", "", A::kValue, S::kRejected, O::kVllm, false,
      "no TLS in this build; terminate TLS in a reverse proxy"},
-    {"--swap-space", "", A::kValue, S::kAcceptedWithNotice, O::kVllmRemoved, false,
-     "removed from vLLM (PR #36216); there is no CPU swap space here, ignored"},
+    {"--swap-space", "", A::kValue, S::kHonoured, O::kVllmRemoved, false,
+     "GiB of host memory (pinned) per GPU for the KV blocks of preempted sequences (default 4; 0: none)"},
     {"--tensor-parallel-size", "-tp", A::kValue, S::kHonoured, O::kVllm, false,
      "ranks each layer is split over (must divide the KV heads; docs/parallel.md): threads of this "
      "process with --device cpu; on GPUs not yet (refused)"},

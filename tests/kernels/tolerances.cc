@@ -53,6 +53,7 @@ const std::vector<Tolerance> kTable = {
     {"cpu", "sample.tie_cdf", 1e-6,
      "top_p mass and the inverse-CDF draw within 1e-6 of the total mass (f32 weights summed in double)"},
     {"cpu", "copy_blocks", 0.0, "a copy: every byte of every pool compared [0]"},
+    {"cpu", "swap_blocks", 0.0, "a copy: every byte of the host pool and of every device pool compared"},
 
     // ---- cuda ----
     {"cuda", "embedding", 5e-6,
@@ -94,6 +95,7 @@ const std::vector<Tolerance> kTable = {
     {"cuda", "sample.tie_prob", 1e-4, "expf in a different order of operations (2 ulp), relative gap 1e-4"},
     {"cuda", "sample.tie_cdf", 1e-5, "parallel prefix sums of f32 weights: 1e-5 of the total mass"},
     {"cuda", "copy_blocks", 0.0, "a copy: every byte of every pool compared"},
+    {"cuda", "swap_blocks", 0.0, "a copy: every byte of the host pool and of every device pool compared"},
 };
 }  // namespace
 

@@ -56,6 +56,32 @@ TEST(EngineFlagsTest, ParsesVllmNames) {
     EXPECT_FALSE(parse({"--executor", "tpu"}, &t).is_ok());
 }
 
+// --swap-space GiB (vLLM's default 4) becomes EngineConfig::swap_space_bytes; --preemption-mode takes
+// vLLM's two names. --swap-space 0 with --preemption-mode swap parses, and the KV plan refuses it
+// (tests/unit/engine/swap_test.cc).
+TEST(EngineFlagsTest, SwapSpaceAndPreemptionMode) {
+    EngineFlags d;
+    ASSERT_TRUE(parse({}, &d).is_ok());
+    EXPECT_EQ(d.swap_space_gib, 4.0);
+    EXPECT_EQ(d.config.swap_space_bytes, int64_t{4} << 30);
+    EXPECT_EQ(d.config.preemption_mode, PreemptionMode::kAuto);
+    EngineFlags f;
+    ASSERT_TRUE(parse({"--swap-space", "0.5", "--preemption-mode", "swap"}, &f).is_ok());
+    EXPECT_EQ(f.config.swap_space_bytes, int64_t{1} << 29);
+    EXPECT_EQ(f.config.preemption_mode, PreemptionMode::kSwap);
+    EngineFlags r;
+    ASSERT_TRUE(parse({"--swap-space", "0", "--preemption-mode", "recompute"}, &r).is_ok());
+    EXPECT_EQ(r.config.swap_space_bytes, 0);
+    EXPECT_EQ(r.config.preemption_mode, PreemptionMode::kRecompute);
+    EngineFlags z;
+    ASSERT_TRUE(parse({"--swap-space", "0", "--preemption-mode", "swap"}, &z).is_ok());
+    EXPECT_EQ(z.config.swap_space_bytes, 0);
+    EngineFlags bad;
+    EXPECT_FALSE(parse({"--preemption-mode", "offload"}, &bad).is_ok());
+    EngineFlags neg;
+    EXPECT_FALSE(parse({"--swap-space", "-1"}, &neg).is_ok());
+}
+
 TEST(EngineFlagsTest, DeviceMemoryAndLoadFormatFlags) {
     EngineFlags d;
     ASSERT_TRUE(parse({}, &d).is_ok());

@@ -185,12 +185,11 @@ TEST(VllmFlags, ArticleCommandLine2) {
         "--max-model-len 2048 --enforce-eager --disable-custom-all-reduce --block-size 16 --swap-space 4 "
         "--port 8000"));
     ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+    // --swap-space is honoured: KV swap to host memory (engine/block_manager.h).
     EXPECT_EQ(r->honoured_args, split("--model ./gpt-oss-120b-vllm --tensor-parallel-size 4 "
                                       "--gpu-memory-utilization 0.90 --max-model-len 2048 --enforce-eager "
-                                      "--block-size 16 --port 8000"));
-    ASSERT_EQ(r->notices.size(), 2u);
-    EXPECT_EQ(r->notices[1],
-              "--swap-space 4: removed from vLLM (PR #36216); there is no CPU swap space here, ignored");
+                                      "--block-size 16 --swap-space 4 --port 8000"));
+    ASSERT_EQ(r->notices.size(), 1u);
 }
 
 // The article's pipeline split: one process per "stage", a balancer in front. Each process serves the
@@ -254,7 +253,7 @@ TEST(VllmFlags, UnwiredHonouredFlagsBecomeNotices) {
         (std::vector<std::string>{
             "--seed 7: not wired in this build yet; ignored",
             "--tensor-parallel-size 4: not wired in this build yet; ignored",
-            "--swap-space 4: removed from vLLM (PR #36216); there is no CPU swap space here, ignored"}));
+            "--swap-space 4: not wired in this build yet; ignored"}));
     // Rejected and unknown flags still fail whatever is wired.
     EXPECT_FALSE(parse_vllm_command_line({"--uds", "/s"}, {"--model"}).is_ok());
     EXPECT_FALSE(parse_vllm_command_line({"--bogus"}, {"--model"}).is_ok());
