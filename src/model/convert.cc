@@ -90,6 +90,23 @@ nlohmann::ordered_json published_config(nlohmann::ordered_json j) {
 
 }  // namespace
 
+Status copy_side_files(const std::string& in_dir, const std::string& out_dir) {
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator(in_dir, ec)) {
+        if (!entry.is_regular_file()) continue;
+        const std::string name = entry.path().filename().string();
+        if (name == "config.json" || name == "model.safetensors.index.json" ||
+            entry.path().extension() == ".safetensors")
+            continue;
+        fs::copy_file(entry.path(), fs::path(out_dir) / name, fs::copy_options::overwrite_existing, ec);
+        if (ec)
+            return internal_error("cannot copy " + entry.path().string() + " to " + out_dir + ": " +
+                                  ec.message());
+    }
+    if (ec) return internal_error("cannot list " + in_dir + ": " + ec.message());
+    return Status::ok();
+}
+
 Status convert_to_mxfp4(const std::string& in_dir, const std::string& out_dir, const ConvertOptions& o) {
     const std::string cfg_path = in_dir + "/config.json";
     VOLT_ASSIGN_OR_RETURN(nlohmann::ordered_json raw, read_json_file(cfg_path));
@@ -175,19 +192,7 @@ Status convert_to_mxfp4(const std::string& in_dir, const std::string& out_dir, c
     VOLT_RETURN_IF_ERROR(write_text_file(out_dir + "/config.json", published_config(raw).dump(2) + "\n"));
 
     // Everything else at the top level travels along (generation_config.json, tokenizer, chat template).
-    std::error_code ec;
-    for (const auto& entry : fs::directory_iterator(in_dir, ec)) {
-        if (!entry.is_regular_file()) continue;
-        const std::string name = entry.path().filename().string();
-        if (name == "config.json" || name == "model.safetensors.index.json" ||
-            entry.path().extension() == ".safetensors")
-            continue;
-        fs::copy_file(entry.path(), fs::path(out_dir) / name, fs::copy_options::overwrite_existing, ec);
-        if (ec)
-            return internal_error("cannot copy " + entry.path().string() + " to " + out_dir + ": " +
-                                  ec.message());
-    }
-    if (ec) return internal_error("cannot list " + in_dir + ": " + ec.message());
+    VOLT_RETURN_IF_ERROR(copy_side_files(in_dir, out_dir));
     spdlog::info("convert: {} -> {} ({} tensors)", in_dir, out_dir, ck->tensor_names().size());
     return Status::ok();
 }

@@ -18,6 +18,11 @@ struct ConvertOptions {
     int threads = 0;  // <= 0: all hardware threads
 };
 
+// Copies every top-level file of in_dir but config.json, the safetensors index and the shards into out_dir
+// (generation_config.json, tokenizer files, chat template): what every convert writes beside its tensors.
+// Errors: kInternal naming the file that could not be listed or copied.
+Status copy_side_files(const std::string& in_dir, const std::string& out_dir);
+
 // Reads in_dir (config.json + safetensors, sharded or not) and writes out_dir: shards + index in the
 // published tensor order, config.json with quantization_config and the published rope form (rope_scaling
 // + rope_theta; other fields kept), and every other top-level file copied (generation_config.json,

@@ -16,6 +16,7 @@
 
 #include "core/dtype.h"
 #include "core/logging.h"
+#include "model/convert.h"
 #include "model/forward.h"
 #include "model/loader.h"
 #include "model/make_model.h"
@@ -477,19 +478,7 @@ Status quantize_checkpoint(const std::string& in_dir, const std::string& out_dir
         meter->finish();
     }
     VOLT_RETURN_IF_ERROR(write_text_file(out_dir + "/config.json", quantized_config(raw, o).dump(2) + "\n"));
-    std::error_code ec;
-    for (const auto& entry : fs::directory_iterator(in_dir, ec)) {
-        if (!entry.is_regular_file()) continue;
-        const std::string name = entry.path().filename().string();
-        if (name == "config.json" || name == "model.safetensors.index.json" ||
-            entry.path().extension() == ".safetensors")
-            continue;
-        fs::copy_file(entry.path(), fs::path(out_dir) / name, fs::copy_options::overwrite_existing, ec);
-        if (ec)
-            return internal_error("cannot copy " + entry.path().string() + " to " + out_dir + ": " +
-                                  ec.message());
-    }
-    if (ec) return internal_error("cannot list " + in_dir + ": " + ec.message());
+    VOLT_RETURN_IF_ERROR(copy_side_files(in_dir, out_dir));
     spdlog::info("convert: {} -> {} ({}: attention and lm_head; experts MXFP4)", in_dir, out_dir,
                  quant_method_name(o.method));
     return Status::ok();

@@ -454,30 +454,30 @@ void launch_linear_gemv_norm(const ops::LinearArgs& a, const ops::VectorWeight& 
     launch_gemv_to(a, operand, dst, ctx, {device_vector(gain), eps, normed});
 }
 
+namespace {
+// Three row-major output parts: y0 [rows, n0], y1 [rows, n1], y2 [rows, n2].
+GemvOut split3(float* y0, int64_t n0, float* y1, int64_t n1, float* y2, int64_t n2) {
+    GemvOut dst;
+    dst.y[0] = y0;
+    dst.y[1] = y1;
+    dst.y[2] = y2;
+    dst.n[0] = n0;
+    dst.n[1] = n1;
+    dst.n[2] = n2;
+    return dst;
+}
+}  // namespace
+
 void launch_linear_gemv_split3_norm(const ops::LinearArgs& a, const ops::VectorWeight& gain, float eps,
                                     float* y0, int64_t n0, float* y1, int64_t n1, float* y2, int64_t n2,
                                     Operand operand, const Launch& ctx) {
     VOLT_CHECK(gain.data != nullptr && gain.n == a.weight.in) << "linear_gemv_norm: gain of " << gain.n;
-    GemvOut dst;
-    dst.y[0] = y0;
-    dst.y[1] = y1;
-    dst.y[2] = y2;
-    dst.n[0] = n0;
-    dst.n[1] = n1;
-    dst.n[2] = n2;
-    launch_gemv_to(a, operand, dst, ctx, {device_vector(gain), eps, nullptr});
+    launch_gemv_to(a, operand, split3(y0, n0, y1, n1, y2, n2), ctx, {device_vector(gain), eps, nullptr});
 }
 
 void launch_linear_gemv_split3(const ops::LinearArgs& a, float* y0, int64_t n0, float* y1, int64_t n1,
                                float* y2, int64_t n2, Operand operand, const Launch& ctx) {
-    GemvOut dst;
-    dst.y[0] = y0;
-    dst.y[1] = y1;
-    dst.y[2] = y2;
-    dst.n[0] = n0;
-    dst.n[1] = n1;
-    dst.n[2] = n2;
-    launch_gemv_to(a, operand, dst, ctx);
+    launch_gemv_to(a, operand, split3(y0, n0, y1, n1, y2, n2), ctx);
 }
 
 }  // namespace volt::cuda
