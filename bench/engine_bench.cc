@@ -131,7 +131,8 @@ int main(int argc, char** argv) {
         all_first_s, (generated - num_prompts) / std::max(1e-9, total_s - all_first_s),
         (long long)st.num_steps, 1000.0 * total_s / std::max<int64_t>(1, st.num_steps),
         (long long)st.num_preemptions, (long long)st.kv_blocks_total[0], (long long)st.kv_blocks_total[1]);
-    std::printf("%lld preemptions swapped: %lld KV blocks out, %lld in\n", (long long)st.num_swapped_preemptions,
-                (long long)st.kv_blocks_swapped_out, (long long)st.kv_blocks_swapped_in);
+    std::printf("%lld preemptions swapped: %lld KV blocks out, %lld in\n",
+                (long long)st.num_swapped_preemptions, (long long)st.kv_blocks_swapped_out,
+                (long long)st.kv_blocks_swapped_in);
     return 0;
 }

@@ -166,7 +166,8 @@ void run(const GenerateArgs& a) {
     std::fprintf(stderr, "%lld steps, %lld preemptions (%lld swapped: %lld KV blocks out, %lld in)\n",
                  static_cast<long long>(st.num_steps), static_cast<long long>(st.num_preemptions),
                  static_cast<long long>(st.num_swapped_preemptions),
-                 static_cast<long long>(st.kv_blocks_swapped_out), static_cast<long long>(st.kv_blocks_swapped_in));
+                 static_cast<long long>(st.kv_blocks_swapped_out),
+                 static_cast<long long>(st.kv_blocks_swapped_in));
     for (const std::string& e : errors) std::fprintf(stderr, "generate: %s\n", e.c_str());
     if (!errors.empty()) std::exit(1);
 }

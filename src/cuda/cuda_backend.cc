@@ -677,8 +677,12 @@ void CudaBackend::moe_route(const ops::MoeRouteArgs& a) {
 }
 
 void CudaBackend::final_logits(const ops::FinalLogitsArgs& a) {
-    const ops::LinearArgs la{
-        .x = a.x, .weight = a.lm_head, .y = a.logits, .num_tokens = a.num_rows, .rows = a.rows, .num_rows = a.num_rows};
+    const ops::LinearArgs la{.x = a.x,
+                             .weight = a.lm_head,
+                             .y = a.logits,
+                             .num_tokens = a.num_rows,
+                             .rows = a.rows,
+                             .num_rows = a.num_rows};
     if (a.num_rows <= 0 || !dispatch_.uses(OpKind::kLinear, "linear_gemv_ld128_f32acc") ||
         !linear_gemv_eligible(la) || a.norm.format != ops::Format::kF32) {
         ops::Backend::final_logits(a);

@@ -132,13 +132,13 @@ class CudaBackend final : public ops::Backend {
         int64_t bytes = 0;
     };
     std::vector<Scratch> scratch_;
-    uint64_t scratch_epoch_ = 0;     // bumped when a scratch buffer moves
-    bool capturing_ = false;         // inside capture(): scratch must not grow
-    bool capture_spoiled_ = false;   // a scratch buffer was too small during the capture
+    uint64_t scratch_epoch_ = 0;    // bumped when a scratch buffer moves
+    bool capturing_ = false;        // inside capture(): scratch must not grow
+    bool capture_spoiled_ = false;  // a scratch buffer was too small during the capture
     // Placement summary, logged when lm_head (the last dense weight of a model) is placed.
     int64_t placed_bytes_ = 0, dense_to_f16_ = 0, dense_kept_bf16_ = 0, experts_quantized_ = 0;
     std::unordered_map<void*, void*> host_mapped_;  // device address -> cudaHostAlloc'd host address
-    std::unordered_set<void*> host_pinned_;          // alloc_host's buffers (cudaFreeHost on release)
+    std::unordered_set<void*> host_pinned_;         // alloc_host's buffers (cudaFreeHost on release)
 };
 
 }  // namespace volt::cuda

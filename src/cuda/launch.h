@@ -74,8 +74,8 @@ void launch_linear_gemv_split3(const ops::LinearArgs& a, float* y0, int64_t n0, 
 // RMSNorm fused into the GEMV (the norm of each row x[rows[r]] computed in every block exactly as
 // launch_rmsnorm does, so the results are bitwise those of launch_rmsnorm then the GEMV): gain [in]
 // (f32 placed vector), eps; normed [rows, in] receives the normed rows (may be null).
-void launch_linear_gemv_norm(const ops::LinearArgs& a, const ops::VectorWeight& gain, float eps, float* normed,
-                             Operand operand, const Launch& ctx);
+void launch_linear_gemv_norm(const ops::LinearArgs& a, const ops::VectorWeight& gain, float eps,
+                             float* normed, Operand operand, const Launch& ctx);
 void launch_linear_gemv_split3_norm(const ops::LinearArgs& a, const ops::VectorWeight& gain, float eps,
                                     float* y0, int64_t n0, float* y1, int64_t n1, float* y2, int64_t n2,
                                     Operand operand, const Launch& ctx);

@@ -165,7 +165,8 @@ void BlockManager::free(int32_t slot, SeqBlocks* s, std::vector<BlockTableUpdate
 bool BlockManager::can_swap_out(const SeqBlocks& s) const {
     if (s.swapped) return false;
     for (int g = 0; g < kNumKvGroups; ++g) {
-        const auto live = std::count_if(s.table[g].begin(), s.table[g].end(), [](int32_t b) { return b >= 0; });
+        const auto live =
+            std::count_if(s.table[g].begin(), s.table[g].end(), [](int32_t b) { return b >= 0; });
         if (live > host_pools_[g].num_free()) return false;
     }
     return true;
@@ -190,7 +191,8 @@ void BlockManager::swap_out(int32_t slot, SeqBlocks* s, std::vector<BlockTableUp
 bool BlockManager::can_swap_in(const SeqBlocks& s, int64_t computed, int64_t q) const {
     if (!s.swapped) return false;
     for (int g = 0; g < kNumKvGroups; ++g) {
-        const auto live = std::count_if(s.table[g].begin(), s.table[g].end(), [](int32_t b) { return b >= 0; });
+        const auto live =
+            std::count_if(s.table[g].begin(), s.table[g].end(), [](int32_t b) { return b >= 0; });
         if (live + blocks_needed(s, computed, q, g) > pools_[g].num_free()) return false;
     }
     return true;
@@ -250,10 +252,11 @@ Status BlockManager::check(const std::vector<const SeqBlocks*>& all) const {
         int64_t used = 0;
         for (int64_t b = 0; b < p.num_total(); ++b) {
             if (refs[b] != p.refcount(static_cast<int32_t>(b)))
-                return internal_error(name + " block " + std::to_string(b) +
-                                      ": ref count " + std::to_string(p.refcount(b)) + " but " +
-                                      std::to_string(refs[b]) + " table entries");
-            if (host && refs[b] > 1) return internal_error(name + " block " + std::to_string(b) + " is shared");
+                return internal_error(name + " block " + std::to_string(b) + ": ref count " +
+                                      std::to_string(p.refcount(b)) + " but " + std::to_string(refs[b]) +
+                                      " table entries");
+            if (host && refs[b] > 1)
+                return internal_error(name + " block " + std::to_string(b) + " is shared");
             used += refs[b] > 0 ? 1 : 0;
         }
         if (used + p.num_free() + p.num_held() != p.num_total())

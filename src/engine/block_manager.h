@@ -107,12 +107,14 @@ class BlockManager {
     bool can_swap_out(const SeqBlocks& s) const;
     // Moves every live block of s to a fresh host block (one BlockSwap each into *swaps), drops the device
     // blocks (held while steps in flight may read them) and slot's tables; precondition can_swap_out.
-    void swap_out(int32_t slot, SeqBlocks* s, std::vector<BlockTableUpdate>* up, std::vector<BlockSwap>* swaps);
+    void swap_out(int32_t slot, SeqBlocks* s, std::vector<BlockTableUpdate>* up,
+                  std::vector<BlockSwap>* swaps);
     // A swapped s can come back and then append positions [computed, computed + q).
     bool can_swap_in(const SeqBlocks& s, int64_t computed, int64_t q) const;
     // Brings every host block of s back into a fresh device block (BlockSwaps into *swaps, the table
     // entries logged for slot) and frees the host blocks; precondition can_swap_in.
-    void swap_in(int32_t slot, SeqBlocks* s, std::vector<BlockTableUpdate>* up, std::vector<BlockSwap>* swaps);
+    void swap_in(int32_t slot, SeqBlocks* s, std::vector<BlockTableUpdate>* up,
+                 std::vector<BlockSwap>* swaps);
 
     // Steps in flight (FreeList::hold_until / release_through on both pools).
     void hold_frees(int64_t step);

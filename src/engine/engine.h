@@ -109,8 +109,8 @@ struct EngineConfig {
 struct EngineStats {
     int64_t num_running_seqs = 0, num_waiting_seqs = 0;
     int64_t kv_blocks_used[2] = {0, 0}, kv_blocks_total[2] = {0, 0};  // per KV group (full, sliding)
-    int64_t prompt_tokens = 0;     // tokens computed for prompts (recomputation included)
-    int64_t generated_tokens = 0;  // tokens sampled
+    int64_t prompt_tokens = 0;                   // tokens computed for prompts (recomputation included)
+    int64_t generated_tokens = 0;                // tokens sampled
     int64_t num_steps = 0, num_preemptions = 0;  // preemptions: swapped + recomputed
     int64_t num_swapped_preemptions = 0;         // preemptions whose KV blocks went to host memory
     int64_t kv_blocks_swapped_out = 0, kv_blocks_swapped_in = 0;  // both groups

@@ -73,7 +73,8 @@ Result<KvPlan> plan_kv_cache(const EngineConfig& c, const Executor& ex) {
                                   ": lower --kv-cache-memory-bytes, --max-model-len or --max-num-seqs");
     // Preemption mode and the host swap pools.
     if (c.swap_space_bytes < 0)
-        return invalid_argument("swap_space " + str(c.swap_space_bytes) + " bytes must be >= 0 (--swap-space)");
+        return invalid_argument("swap_space " + str(c.swap_space_bytes) +
+                                " bytes must be >= 0 (--swap-space)");
     if (c.preemption_mode == PreemptionMode::kSwap) {
         if (c.swap_space_bytes == 0)
             return invalid_argument(
@@ -91,9 +92,9 @@ Result<KvPlan> plan_kv_cache(const EngineConfig& c, const Executor& ex) {
             plan.num_host_blocks[g] = static_cast<int64_t>(static_cast<__int128>(c.swap_space_bytes) *
                                                            plan.num_blocks[g] / pool_bytes);
             if (plan.num_host_blocks[g] == 0)
-                return invalid_argument("--swap-space " + str(c.swap_space_bytes) +
-                                        " bytes holds no swapped block of KV group " + str(g) + " (" +
-                                        str(bpb) + " bytes each); raise it or use --preemption-mode recompute");
+                return invalid_argument(
+                    "--swap-space " + str(c.swap_space_bytes) + " bytes holds no swapped block of KV group " +
+                    str(g) + " (" + str(bpb) + " bytes each); raise it or use --preemption-mode recompute");
         }
     }
     plan.pool_max_len = has[0] ? plan.num_blocks[0] * bs : std::numeric_limits<int64_t>::max();
@@ -140,7 +141,8 @@ EngineCore::EngineCore(EngineConfig config, KvPlan plan, Executor* executor, con
       executor_(executor),
       info_(info),
       max_in_flight_(static_cast<size_t>(std::max(1, executor->max_in_flight()))),
-      blocks_(config_.block_size, plan_.num_blocks, info.sliding_window, info.has_group, plan_.num_host_blocks),
+      blocks_(config_.block_size, plan_.num_blocks, info.sliding_window, info.has_group,
+              plan_.num_host_blocks),
       scheduler_({config_.max_num_seqs, config_.max_num_batched_tokens, plan_.max_model_len,
                   config_.long_prefill_token_threshold < 0 ? 0
                   : config_.long_prefill_token_threshold == 0

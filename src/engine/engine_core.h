@@ -32,8 +32,8 @@ namespace volt::engine {
 struct KvPlan {
     int64_t num_blocks[kNumKvGroups] = {0, 0};
     int64_t max_model_len = 0;
-    int64_t pool_max_len = 0;  // longest sequence the pool can hold alone
-    bool swap = false;         // preemption swaps to the host pools (else recomputes)
+    int64_t pool_max_len = 0;                        // longest sequence the pool can hold alone
+    bool swap = false;                               // preemption swaps to the host pools (else recomputes)
     int64_t num_host_blocks[kNumKvGroups] = {0, 0};  // host swap pool per group (0 unless swap)
 };
 

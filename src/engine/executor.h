@@ -128,9 +128,9 @@ struct CacheConfig {
     int64_t block_size = 16;
     int64_t num_blocks[kNumKvGroups] = {0, 0};
     int64_t num_host_blocks[kNumKvGroups] = {0, 0};  // host swap pool per group (0: no swapping)
-    int64_t max_num_seqs = 0;            // seq_slots
-    int64_t max_num_batched_tokens = 0;  // rows of one step
-    int64_t max_model_len = 0;           // longest sequence
+    int64_t max_num_seqs = 0;                        // seq_slots
+    int64_t max_num_batched_tokens = 0;              // rows of one step
+    int64_t max_model_len = 0;                       // longest sequence
 };
 
 // A submitted step, collected in submission order.
@@ -146,8 +146,9 @@ class Executor {
     // many.
     virtual int64_t bytes_per_block(int64_t block_size, int group) const = 0;
     virtual ExecutorMemory memory() const = 0;
-    // Allocates the KV pools, the host swap pools (num_host_blocks), the per-slot state (block tables, deferred tokens) and the step buffers;
-    // called once before the first submit. Errors: out of device (or pinned host) memory.
+    // Allocates the KV pools, the host swap pools (num_host_blocks), the per-slot state (block tables,
+    // deferred tokens) and the step buffers; called once before the first submit. Errors: out of device (or
+    // pinned host) memory.
     virtual Status init_cache(const CacheConfig& config) = 0;
     // Steps that may be submitted and not yet collected (1: synchronous).
     virtual int max_in_flight() const { return 1; }

@@ -76,7 +76,8 @@ void Scheduler::preempt(Sequence* s, std::vector<BlockTableUpdate>* up, std::vec
 }
 
 std::vector<ScheduledSeq> Scheduler::schedule(int64_t prev_step, std::vector<BlockTableUpdate>* up,
-                                              std::vector<BlockCopy>* copies, std::vector<BlockSwap>* swap_out,
+                                              std::vector<BlockCopy>* copies,
+                                              std::vector<BlockSwap>* swap_out,
                                               std::vector<BlockSwap>* swap_in) {
     std::vector<ScheduledSeq> out;
     int64_t budget = config_.max_num_batched_tokens;
@@ -169,7 +170,8 @@ std::vector<ScheduledSeq> Scheduler::schedule(int64_t prev_step, std::vector<Blo
         waiting_.erase(std::find(waiting_.begin(), waiting_.end(), s));
         add_running(s);
         if (swapped) {
-            VOLT_CHECK(swap_in != nullptr) << "swapped sequence " << s->id << " resumes without a swap-in list";
+            VOLT_CHECK(swap_in != nullptr)
+                << "swapped sequence " << s->id << " resumes without a swap-in list";
             const size_t before = swap_in->size();
             blocks_->swap_in(s->slot, &s->blocks, up, swap_in);
             num_blocks_swapped_in_ += static_cast<int64_t>(swap_in->size() - before);

@@ -109,7 +109,8 @@ class Scheduler {
     // config.swap); they must reach the executor even when no sequence is scheduled (a preemption can
     // precede a stall).
     std::vector<ScheduledSeq> schedule(int64_t prev_step, std::vector<BlockTableUpdate>* up,
-                                       std::vector<BlockCopy>* copies, std::vector<BlockSwap>* swap_out = nullptr,
+                                       std::vector<BlockCopy>* copies,
+                                       std::vector<BlockSwap>* swap_out = nullptr,
                                        std::vector<BlockSwap>* swap_in = nullptr);
     // Finished or aborted: frees its blocks and forgets it.
     void remove(Sequence* s, std::vector<BlockTableUpdate>* up);

@@ -1,9 +1,9 @@
 #include "executor/backend_executor.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <cstring>
-
-#include <spdlog/spdlog.h>
 
 #include "core/check.h"
 
@@ -114,7 +114,8 @@ Status BackendExecutor::init_cache(const CacheConfig& c) {
             const int64_t n = c.num_host_blocks[g];
             if (n <= 0 || st.swap_layers[g].empty()) continue;
             const auto layers = static_cast<int64_t>(st.swap_layers[g].size());
-            VOLT_ASSIGN_OR_RETURN(st.host_pool[g], r.backend->alloc_host(n * layers * 2 * st.cache.block_bytes()));
+            VOLT_ASSIGN_OR_RETURN(st.host_pool[g],
+                                  r.backend->alloc_host(n * layers * 2 * st.cache.block_bytes()));
         }
     }
     builder_.init(c.max_num_seqs);
@@ -259,7 +260,8 @@ uint64_t BackendExecutor::hash_device_block(int i, int g, int32_t block) {
     uint64_t h = 14695981039346656037ull;  // FNV-1a 64
     for (const ops::KvLayer& l : st.swap_layers[g]) {
         for (const void* pool : {l.k, l.v}) {
-            group_->rank(i).backend->download(bytes.data(), static_cast<const uint8_t*>(pool) + block * bb, bb);
+            group_->rank(i).backend->download(bytes.data(), static_cast<const uint8_t*>(pool) + block * bb,
+                                              bb);
             for (uint8_t x : bytes) h = (h ^ x) * 1099511628211ull;
         }
     }
@@ -282,11 +284,10 @@ void BackendExecutor::swap_rank(int i, const StepBatch& b) {
             }
             if (st.swap_device.empty()) continue;
             VOLT_CHECK(st.host_pool[g].data() != nullptr) << "KV group " << g << " swaps without a host pool";
-            group_->rank(i).backend->swap_blocks({st.swap_layers[g].data(),
-                                                  static_cast<int64_t>(st.swap_layers[g].size()),
-                                                  st.host_pool[g].data(), st.swap_device.data(),
-                                                  st.swap_host.data(), static_cast<int64_t>(st.swap_device.size()),
-                                                  st.cache.block_bytes(), out});
+            group_->rank(i).backend->swap_blocks(
+                {st.swap_layers[g].data(), static_cast<int64_t>(st.swap_layers[g].size()),
+                 st.host_pool[g].data(), st.swap_device.data(), st.swap_host.data(),
+                 static_cast<int64_t>(st.swap_device.size()), st.cache.block_bytes(), out});
             if (!out && swap_observer_)
                 for (const BlockSwap& sw : swaps)
                     if (sw.group == g) swap_observer_(i, sw, false, hash_device_block(i, g, sw.device));

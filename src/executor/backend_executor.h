@@ -14,8 +14,8 @@
 #pragma once
 
 #include <array>
-#include <map>
 #include <functional>
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -81,10 +81,11 @@ class BackendExecutor : public SyncExecutor {
 
     // Tests: called on each rank's thread (concurrently at TP/PP > 1: it must be thread-safe) for every
     // block swap of that rank with an FNV-1a 64 hash of the device block's bytes (every layer of the
-    // group on that rank: K then V of each layer in order), read before a swap-out and after a swap-in. Equal hashes out and in (by host block) mean the
-    // block came back bitwise. Costs a download per block; null (the default): nothing is read. Set it
-    // before the first step.
-    using SwapObserver = std::function<void(int rank, const engine::BlockSwap& swap, bool out, uint64_t hash)>;
+    // group on that rank: K then V of each layer in order), read before a swap-out and after a swap-in. Equal
+    // hashes out and in (by host block) mean the block came back bitwise. Costs a download per block; null
+    // (the default): nothing is read. Set it before the first step.
+    using SwapObserver =
+        std::function<void(int rank, const engine::BlockSwap& swap, bool out, uint64_t hash)>;
     void set_swap_observer(SwapObserver observer) { swap_observer_ = std::move(observer); }
 
   protected:
@@ -106,7 +107,7 @@ class BackendExecutor : public SyncExecutor {
     // step upload.
     struct RankState {
         model::KvStore cache;
-        ops::Buffer host_pool[engine::kNumKvGroups];             // [host blocks, layers of g, 2, block bytes]
+        ops::Buffer host_pool[engine::kNumKvGroups];  // [host blocks, layers of g, 2, block bytes]
         std::vector<ops::KvLayer> swap_layers[engine::kNumKvGroups];  // this rank's layers of each group
         std::vector<int32_t> swap_device, swap_host;
         model::Workspace ws;

@@ -45,9 +45,8 @@ void add_engine_flags(CLI::App* app, EngineFlags* f) {
     app->add_option("--preemption-mode", c.preemption_mode,
                     "swap (KV blocks of a preempted sequence go to --swap-space and come back) or "
                     "recompute; default: swap on a GPU, recompute on the CPU")
-        ->transform(CLI::CheckedTransformer(
-            std::map<std::string, engine::PreemptionMode>{{"swap", engine::PreemptionMode::kSwap},
-                                                          {"recompute", engine::PreemptionMode::kRecompute}}))
+        ->transform(CLI::CheckedTransformer(std::map<std::string, engine::PreemptionMode>{
+            {"swap", engine::PreemptionMode::kSwap}, {"recompute", engine::PreemptionMode::kRecompute}}))
         ->option_text("swap|recompute");
     app->add_option("--executor", f->executor, "cpu or scripted")
         ->check(CLI::IsMember({"cpu", "scripted"}))

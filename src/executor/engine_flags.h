@@ -2,8 +2,9 @@
 // --block-size, --max-num-seqs, --max-num-batched-tokens, --max-model-len, --kv-cache-memory-bytes,
 // --num-kv-blocks-override (alias --num-gpu-blocks-override), --max-queued-requests, --swap-space (GiB of
 // host memory for swapped-out KV blocks, vLLM's default 4), --preemption-mode swap|recompute (default:
-// swap on a GPU, recompute on the CPU; engine/engine_core.h plan_kv_cache), --executor cpu|scripted, --script,
-// and where the model runs: --device cpu|cuda, --cuda-kernels auto|sm70, --embedding-in-host-memory,
+// swap on a GPU, recompute on the CPU; engine/engine_core.h plan_kv_cache), --executor cpu|scripted,
+// --script, and where the model runs: --device cpu|cuda, --cuda-kernels auto|sm70,
+// --embedding-in-host-memory,
 // --enforce-eager, --gpu-memory-utilization,
 // --load-format auto|safetensors|dummy, --tensor-parallel-size, --pipeline-parallel-size,
 // --collective-timeout (docs/parallel.md). --dtype stays each command's own (serve takes vLLM's spellings).
@@ -27,10 +28,10 @@ using engine::Executor;
 
 struct EngineFlags {
     EngineConfig config;
-    double swap_space_gib = 4.0;   // --swap-space; also sets config.swap_space_bytes
-    std::string executor = "cpu";  // "cpu" (the model on the CPU) or "scripted" (replays --script)
-    std::string script;            // scripted executor's JSON file (executor/scripted_executor.h)
-    DeviceOptions device;          // --device, --cuda-kernels (and the command's --dtype)
+    double swap_space_gib = 4.0;             // --swap-space; also sets config.swap_space_bytes
+    std::string executor = "cpu";            // "cpu" (the model on the CPU) or "scripted" (replays --script)
+    std::string script;                      // scripted executor's JSON file (executor/scripted_executor.h)
+    DeviceOptions device;                    // --device, --cuda-kernels (and the command's --dtype)
     bool enforce_eager = false;              // --enforce-eager: no CUDA graphs (BackendExecutor)
     double gpu_memory_utilization = 0.92;    // vLLM's meaning: the share of the GPU's total memory this
                                              // instance may use (weights + activations + KV pools)

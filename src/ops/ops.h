@@ -213,7 +213,7 @@ struct CopyBlocksArgs {
 struct SwapBlocksArgs {
     const KvLayer* layers;  // [num_layers] the layers of one KV group (one rank's shard)
     int64_t num_layers;
-    void* host_pool;             // [num_host_blocks, num_layers, 2, block_bytes]
+    void* host_pool;               // [num_host_blocks, num_layers, 2, block_bytes]
     const int32_t* device_blocks;  // [num_blocks]
     const int32_t* host_blocks;    // [num_blocks]
     int64_t num_blocks;
@@ -279,8 +279,8 @@ class Backend {
 
     // Memory. alloc: contents unspecified; kResourceExhausted naming the size when the device is full.
     virtual Result<Buffer> alloc(int64_t bytes) = 0;
-    virtual void release(void* data, int64_t bytes) = 0;                   // what a Buffer calls when it dies
-    virtual void upload(void* dst, const void* src, int64_t bytes) = 0;    // host -> backend; waits
+    virtual void release(void* data, int64_t bytes) = 0;                 // what a Buffer calls when it dies
+    virtual void upload(void* dst, const void* src, int64_t bytes) = 0;  // host -> backend; waits
     // host -> backend without waiting for the device: the bytes of `src` are taken before this returns
     // (src may be reused at once), the copy is ordered before every later op. Default: upload().
     virtual void upload_async(void* dst, const void* src, int64_t bytes) { upload(dst, src, bytes); }

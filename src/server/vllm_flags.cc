@@ -147,7 +147,8 @@ constexpr VllmFlag kFlags[] = {
     {"--port", "", A::kValue, S::kHonoured, O::kVllm, false,
      "listen port, default 8000; 0 picks a free one (printed at start)"},
     {"--preemption-mode", "", A::kValue, S::kHonoured, O::kVllmRemoved, false,
-     "swap (KV blocks of a preempted sequence go to --swap-space host memory) or recompute; default swap on a GPU"},
+     "swap (KV blocks of a preempted sequence go to --swap-space host memory) or recompute; default swap on "
+     "a GPU"},
     {"--quantization", "-q", A::kValue, S::kHonoured, O::kVllm, false,
      "awq, int8 or mxfp4: must match the checkpoint's quantization_config, else the start fails naming both "
      "(docs/quantization.md)"},

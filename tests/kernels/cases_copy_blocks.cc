@@ -65,7 +65,8 @@ void swap_blocks_case(Case& c, int64_t layers, int64_t nb, int64_t nh, int64_t b
         pools.push_back(c.upload_bytes(p.data(), pool_bytes));
     }
     for (int64_t l = 0; l < layers; ++l) kv.push_back({f, pools[2 * l], pools[2 * l + 1], nb, bs});
-    c.backend().swap_blocks({kv.data(), layers, hp, out_dev.data(), host_ids.data(), swaps, block_bytes, true});
+    c.backend().swap_blocks(
+        {kv.data(), layers, hp, out_dev.data(), host_ids.data(), swaps, block_bytes, true});
     c.backend().synchronize();
     std::vector<uint8_t> want_host(nh * host_block, 0);  // alloc_host zeroes
     for (int64_t i = 0; i < swaps; ++i)
@@ -77,7 +78,8 @@ void swap_blocks_case(Case& c, int64_t layers, int64_t nb, int64_t nh, int64_t b
         rng.bytes(after[p].data(), pool_bytes);
         c.backend().upload(pools[p], after[p].data(), pool_bytes);
     }
-    c.backend().swap_blocks({kv.data(), layers, hp, in_dev.data(), host_ids.data(), swaps, block_bytes, false});
+    c.backend().swap_blocks(
+        {kv.data(), layers, hp, in_dev.data(), host_ids.data(), swaps, block_bytes, false});
     c.backend().synchronize();
     for (size_t p = 0; p < after.size(); ++p) {
         std::vector<uint8_t> want = after[p];
@@ -87,9 +89,12 @@ void swap_blocks_case(Case& c, int64_t layers, int64_t nb, int64_t nh, int64_t b
         c.compare_bytes((p % 2 == 0 ? "k" : "v") + std::to_string(p / 2),
                         c.download(static_cast<uint8_t*>(pools[p]), pool_bytes), want);
     }
-    c.bench([&] {
-        c.backend().swap_blocks({kv.data(), layers, hp, out_dev.data(), host_ids.data(), swaps, block_bytes, true});
-    }, 2 * layers * swaps * block_bytes);
+    c.bench(
+        [&] {
+            c.backend().swap_blocks(
+                {kv.data(), layers, hp, out_dev.data(), host_ids.data(), swaps, block_bytes, true});
+        },
+        2 * layers * swaps * block_bytes);
 }
 
 }  // namespace
@@ -118,9 +123,9 @@ void add_copy_blocks_cases(const Options& opt, std::vector<CaseDef>* out) {
             int64_t layers, nb, nh, bs, nkv, d, swaps;
             ShapeSet set;
         };
-        for (const W& s : {W{1, 8, 4, 16, 8, 64, 3, ShapeSet::kEdge}, W{3, 10, 12, 24, 2, 16, 10, ShapeSet::kEdge},
-                           W{2, 6, 6, 16, 4, 32, 0, ShapeSet::kEdge},
-                           W{18, 64, 64, 16, 8, 64, 40, ShapeSet::kModel}}) {
+        for (const W& s :
+             {W{1, 8, 4, 16, 8, 64, 3, ShapeSet::kEdge}, W{3, 10, 12, 24, 2, 16, 10, ShapeSet::kEdge},
+              W{2, 6, 6, 16, 4, 32, 0, ShapeSet::kEdge}, W{18, 64, 64, 16, 8, 64, 40, ShapeSet::kModel}}) {
             add_case(out, "swap_blocks",
                      shape_str({{"layers", std::to_string(s.layers)},
                                 {"blocks", std::to_string(s.nb)},

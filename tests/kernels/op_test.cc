@@ -1,5 +1,5 @@
-// volt_op_test: every op of a backend (fine and coarse ops, sample, copy_blocks, swap_blocks) on fresh seeded inputs
-// against the double-precision reference (reference.h), one line per (op, shape) with max abs / rel
+// volt_op_test: every op of a backend (fine and coarse ops, sample, copy_blocks, swap_blocks) on fresh seeded
+// inputs against the double-precision reference (reference.h), one line per (op, shape) with max abs / rel
 // error, tolerance and PASS/FAIL; exit 1 past any tolerance, 2 on a usage error. Like llama.cpp's
 // test-backend-ops. README.md beside this file: what is checked, the tolerance table, the mutation list.
 #include <CLI/CLI.hpp>

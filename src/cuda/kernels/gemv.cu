@@ -104,8 +104,10 @@ __device__ __forceinline__ void stage_row(const float* __restrict__ xrow, float4
     float* out = nm.normed != nullptr && blockIdx.x == 0 ? nm.normed + r * in : nullptr;
     for (int64_t i = threadIdx.x; i < in4; i += kThreads) {
         const float4 v = xr[i];
-        const float y0 = load_vec(nm.gain, 4 * i) * (v.x * inv), y1 = load_vec(nm.gain, 4 * i + 1) * (v.y * inv),
-                    y2 = load_vec(nm.gain, 4 * i + 2) * (v.z * inv), y3 = load_vec(nm.gain, 4 * i + 3) * (v.w * inv);
+        const float y0 = load_vec(nm.gain, 4 * i) * (v.x * inv),
+                    y1 = load_vec(nm.gain, 4 * i + 1) * (v.y * inv),
+                    y2 = load_vec(nm.gain, 4 * i + 2) * (v.z * inv),
+                    y3 = load_vec(nm.gain, 4 * i + 3) * (v.w * inv);
         if (out != nullptr) reinterpret_cast<float4*>(out)[i] = make_float4(y0, y1, y2, y3);
         xs[i] = make_float4(xop<O>(y0), xop<O>(y1), xop<O>(y2), xop<O>(y3));
     }
@@ -387,8 +389,8 @@ void launch_op(const ops::LinearArgs& a, int64_t rows, const GemvOut& dst, const
 }
 
 template <WFmt F>
-void launch_format(const ops::LinearArgs& a, Operand op, int64_t rows, const GemvOut& dst,
-                   const GemvNorm& nm, const Launch& ctx) {
+void launch_format(const ops::LinearArgs& a, Operand op, int64_t rows, const GemvOut& dst, const GemvNorm& nm,
+                   const Launch& ctx) {
     switch (op) {
         case Operand::kF32:
             return launch_op<F, Operand::kF32>(a, rows, dst, nm, ctx);
@@ -445,8 +447,8 @@ void launch_linear_gemv_residual(const ops::LinearArgs& a, float* residual, Oper
     launch_gemv_to(a, operand, dst, ctx);
 }
 
-void launch_linear_gemv_norm(const ops::LinearArgs& a, const ops::VectorWeight& gain, float eps, float* normed,
-                             Operand operand, const Launch& ctx) {
+void launch_linear_gemv_norm(const ops::LinearArgs& a, const ops::VectorWeight& gain, float eps,
+                             float* normed, Operand operand, const Launch& ctx) {
     VOLT_CHECK(gain.data != nullptr && gain.n == a.weight.in) << "linear_gemv_norm: gain of " << gain.n;
     GemvOut dst;
     dst.y[0] = a.y;

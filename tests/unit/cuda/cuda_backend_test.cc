@@ -799,7 +799,8 @@ TEST(CudaOps, FusedNormGemvIsBitwiseRmsnormThenGemv) {
         const std::vector<uint16_t> gain_h = to_bf16(randn(H, 3, 0.3f));
         auto gain = gpu->place_vector({ops::Format::kBf16, gain_h.data(), H}, &owned);
         ASSERT_TRUE(gain.is_ok());
-        std::vector<uint16_t> wq = to_bf16(randn(nh * d * H, 4, 0.05f)), wk = to_bf16(randn(nkv * d * H, 5, 0.05f)),
+        std::vector<uint16_t> wq = to_bf16(randn(nh * d * H, 4, 0.05f)),
+                              wk = to_bf16(randn(nkv * d * H, 5, 0.05f)),
                               wv = to_bf16(randn(nkv * d * H, 6, 0.05f));
         ops::QkvWeights hq;
         hq.q = {ops::Format::kBf16, wq.data()};
@@ -819,7 +820,8 @@ TEST(CudaOps, FusedNormGemvIsBitwiseRmsnormThenGemv) {
         std::vector<float> inv_freq(d / 2);
         for (int64_t i = 0; i < d / 2; ++i) inv_freq[i] = std::pow(10000.0f, -2.0f * i / d);
         ops::Buffer dfreq = put(*gpu, inv_freq);
-        ops::Buffer kpool = poisoned<uint16_t>(*gpu, 16 * nkv * d), vpool = poisoned<uint16_t>(*gpu, 16 * nkv * d);
+        ops::Buffer kpool = poisoned<uint16_t>(*gpu, 16 * nkv * d),
+                    vpool = poisoned<uint16_t>(*gpu, 16 * nkv * d);
         const ops::KvLayer kv{ops::Format::kF16, kpool.data(), vpool.data(), 1, 16};
         for (int64_t T : {1, 6}) {
             const std::vector<float> x = randn(T * H, 10 + T, 3.0f);
@@ -833,19 +835,33 @@ TEST(CudaOps, FusedNormGemvIsBitwiseRmsnormThenGemv) {
             for (int keep = 0; keep < 2; ++keep) {
                 ops::Buffer h = poisoned<float>(*gpu, T * H), q = poisoned<float>(*gpu, T * nh * d),
                             kk = poisoned<float>(*gpu, T * nkv * d), v = poisoned<float>(*gpu, T * nkv * d);
-                gpu->qkv_rope_kvwrite({.x = dx.as<float>(), .norm = *gain, .w = *qkv, .positions = dpos.as<int32_t>(),
-                                       .inv_freq = dfreq.as<float>(), .mscale = 1.25f,
-                                       .slot_mapping = dslots.as<int64_t>(), .kv = kv, .h = h.as<float>(),
-                                       .q = q.as<float>(), .k = kk.as<float>(), .v = v.as<float>(),
-                                       .num_tokens = T, .hidden = H, .num_heads = nh, .num_kv_heads = nkv,
-                                       .head_dim = d, .eps = 1e-5f, .keep_intermediates = keep == 1});
+                gpu->qkv_rope_kvwrite({.x = dx.as<float>(),
+                                       .norm = *gain,
+                                       .w = *qkv,
+                                       .positions = dpos.as<int32_t>(),
+                                       .inv_freq = dfreq.as<float>(),
+                                       .mscale = 1.25f,
+                                       .slot_mapping = dslots.as<int64_t>(),
+                                       .kv = kv,
+                                       .h = h.as<float>(),
+                                       .q = q.as<float>(),
+                                       .k = kk.as<float>(),
+                                       .v = v.as<float>(),
+                                       .num_tokens = T,
+                                       .hidden = H,
+                                       .num_heads = nh,
+                                       .num_kv_heads = nkv,
+                                       .head_dim = d,
+                                       .eps = 1e-5f,
+                                       .keep_intermediates = keep == 1});
                 out[keep][0] = get<float>(*gpu, q, T * nh * d);
                 out[keep][1] = get<float>(*gpu, kk, T * nkv * d);
                 out[keep][2] = get<float>(*gpu, v, T * nkv * d);
                 ops::Buffer mh = poisoned<float>(*gpu, T * H), di = poisoned<int32_t>(*gpu, T * k),
                             dw = poisoned<float>(*gpu, T * k);
-                const ops::MoeRouteArgs mr{dx.as<float>(), *gain, router, mh.as<float>(), di.as<int32_t>(),
-                                           dw.as<float>(), T, H, k, 1e-5f};
+                const ops::MoeRouteArgs mr{
+                    dx.as<float>(), *gain, router, mh.as<float>(), di.as<int32_t>(), dw.as<float>(), T, H, k,
+                    1e-5f};
                 if (keep == 1)
                     gpu->ops::Backend::moe_route(mr);  // the default: rmsnorm, then router
                 else
@@ -857,8 +873,9 @@ TEST(CudaOps, FusedNormGemvIsBitwiseRmsnormThenGemv) {
                 for (int64_t t = 0; t < T; ++t) rows[t] = static_cast<int32_t>(T - 1 - t);
                 ops::Buffer drows = put(*gpu, rows), fh = poisoned<float>(*gpu, T * H),
                             lg = poisoned<float>(*gpu, T * V);
-                const ops::FinalLogitsArgs fl{dx.as<float>(), *gain, lm, drows.as<int32_t>(), T, H, 1e-5f,
-                                              fh.as<float>(), lg.as<float>(), keep == 1};
+                const ops::FinalLogitsArgs fl{
+                    dx.as<float>(), *gain,          lm,       drows.as<int32_t>(), T, H, 1e-5f,
+                    fh.as<float>(), lg.as<float>(), keep == 1};
                 if (keep == 1)
                     gpu->ops::Backend::final_logits(fl);
                 else

@@ -45,8 +45,8 @@ std::unique_ptr<Run> make_run(bool eager, const std::string& dtype = "half") {
     o.dtype = dtype;
     auto backend = CudaBackend::create(o);
     if (!backend.is_ok()) return nullptr;
-    auto weights =
-        model::load_model(source_dir() + "/tests/data/golden/tiny-mxfp4", {.progress = io::ProgressMode::kOff});
+    auto weights = model::load_model(source_dir() + "/tests/data/golden/tiny-mxfp4",
+                                     {.progress = io::ProgressMode::kOff});
     VOLT_CHECK(weights.is_ok()) << weights.status().to_string();
     auto ex = executor::BackendExecutor::create(*weights, std::move(*backend), ops::Format::kF16);
     VOLT_CHECK(ex.is_ok()) << ex.status().to_string();
@@ -240,7 +240,8 @@ TEST(CudaGraphs, NanScratchChangesNoOutput) {
     }
     ASSERT_EQ(got.size(), want.size());
     for (size_t i = 0; i < got.size(); ++i)
-        EXPECT_TRUE(same(got[i], want[i])) << "row " << i << ": " << got[i].logprob << " vs " << want[i].logprob;
+        EXPECT_TRUE(same(got[i], want[i]))
+            << "row " << i << ": " << got[i].logprob << " vs " << want[i].logprob;
     for (const auto& lp : got) EXPECT_TRUE(std::isfinite(lp.logprob));
 }
 

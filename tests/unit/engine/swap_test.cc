@@ -156,7 +156,8 @@ std::vector<int32_t> random_prompt(int64_t n, uint32_t seed) {
 }
 
 // 24 requests arriving over 4 steps: greedy and seeded sampling (with logprobs), prompts 1..40 tokens,
-// 4..15 new tokens (at most 55 in all: 14 blocks of 4 hold one); with n_choices > 1 every fourth request asks for that many choices.
+// 4..15 new tokens (at most 55 in all: 14 blocks of 4 hold one); with n_choices > 1 every fourth request asks
+// for that many choices.
 std::vector<Job> jobs(int n_choices = 1) {
     std::vector<Job> js;
     std::mt19937 rng(7);
@@ -222,7 +223,8 @@ TEST(SwapTest, SwapPreemptionEveryFewStepsIsBitwiseTheUnpreemptedRun) {
     const auto got = run(js, engine(14, PreemptionMode::kSwap), &tight, &log);  // 56 tokens per group
     EXPECT_EQ(roomy.num_preemptions, 0);
     // Preemption every few steps, and every one a swap (the host pool is large).
-    EXPECT_GE(tight.num_preemptions * 6, tight.num_steps) << tight.num_preemptions << " in " << tight.num_steps;
+    EXPECT_GE(tight.num_preemptions * 6, tight.num_steps)
+        << tight.num_preemptions << " in " << tight.num_steps;
     EXPECT_EQ(tight.num_swapped_preemptions, tight.num_preemptions);
     // A resumed sequence continues: fewer prompt tokens computed than with recompute.
     EngineStats recomputed;
@@ -315,7 +317,8 @@ TEST(SwapTest, PlanResolvesTheModeAndRefusesSwapWithoutSwapSpace) {
     // --preemption-mode swap with --swap-space 0: a clear error, not a silent recompute.
     auto zero = plan_kv_cache(engine(16, PreemptionMode::kSwap, 0), cpu);
     ASSERT_FALSE(zero.is_ok());
-    EXPECT_NE(zero.status().message().find("--swap-space is 0"), std::string::npos) << zero.status().message();
+    EXPECT_NE(zero.status().message().find("--swap-space is 0"), std::string::npos)
+        << zero.status().message();
     auto tiny = plan_kv_cache(engine(16, PreemptionMode::kSwap, 1), cpu);
     EXPECT_FALSE(tiny.is_ok());
     EXPECT_FALSE(plan_kv_cache(engine(16, PreemptionMode::kAuto, -1), cpu).is_ok());

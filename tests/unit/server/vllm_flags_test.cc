@@ -168,10 +168,10 @@ TEST(VllmFlags, ArticleCommandLine1) {
         "--port 8000"));
     ASSERT_TRUE(r.is_ok()) << r.status().to_string();
     EXPECT_EQ(r->model, "./gpt-oss-120b-vllm");
-    EXPECT_EQ(r->honoured_args,
-              split("--model ./gpt-oss-120b-vllm --tensor-parallel-size 4 "
-                    "--gpu-memory-utilization 0.95 --max-model-len 4096 --enforce-eager --dtype half --quantization awq "
-                    "--port 8000"));
+    EXPECT_EQ(r->honoured_args, split("--model ./gpt-oss-120b-vllm --tensor-parallel-size 4 "
+                                      "--gpu-memory-utilization 0.95 --max-model-len 4096 --enforce-eager "
+                                      "--dtype half --quantization awq "
+                                      "--port 8000"));
     EXPECT_EQ(
         r->notices,
         (std::vector<std::string>{
@@ -248,12 +248,10 @@ TEST(VllmFlags, UnwiredHonouredFlagsBecomeNotices) {
         {"--model", "--port"});
     ASSERT_TRUE(r.is_ok()) << r.status().to_string();
     EXPECT_EQ(r->honoured_args, split("--model m --port 8000"));
-    EXPECT_EQ(
-        r->notices,
-        (std::vector<std::string>{
-            "--seed 7: not wired in this build yet; ignored",
-            "--tensor-parallel-size 4: not wired in this build yet; ignored",
-            "--swap-space 4: not wired in this build yet; ignored"}));
+    EXPECT_EQ(r->notices,
+              (std::vector<std::string>{"--seed 7: not wired in this build yet; ignored",
+                                        "--tensor-parallel-size 4: not wired in this build yet; ignored",
+                                        "--swap-space 4: not wired in this build yet; ignored"}));
     // Rejected and unknown flags still fail whatever is wired.
     EXPECT_FALSE(parse_vllm_command_line({"--uds", "/s"}, {"--model"}).is_ok());
     EXPECT_FALSE(parse_vllm_command_line({"--bogus"}, {"--model"}).is_ok());
