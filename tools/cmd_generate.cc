@@ -160,7 +160,7 @@ void run(const GenerateArgs& a) {
         }
     }
     std::fprintf(stderr,
-                 "%zu prompts, %lld prompt tokens, %lld generated tokens in %.2f s: %.1f generated tok/s\n",
+                 "%zu prompts, %lld prompt tokens, %lld generated tokens in %.3f s: %.1f generated tok/s\n",
                  prompts.size(), static_cast<long long>(prompt_tokens), static_cast<long long>(generated),
                  seconds, generated / seconds);
     std::fprintf(stderr, "%lld steps, %lld preemptions (%lld swapped: %lld KV blocks out, %lld in)\n",

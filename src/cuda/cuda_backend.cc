@@ -23,6 +23,9 @@ enum ScratchSlot : int {
     kCublasA,
     kCublasC,
     kAttnPartials,
+    kGemmA,        // prompt rows as operand bits [rows, K] f16/bf16
+    kGemmBack,     // their per-row factors [rows] f32
+    kGemmExperts,  // gemm_experts_scratch_bytes
     kNumScratch
 };
 
@@ -528,18 +531,35 @@ void CudaBackend::qkv_rope_kvwrite(const ops::QkvRopeKvWriteArgs& a) {
         return;
     }
     const int64_t T = a.num_tokens, qd = a.num_heads * a.head_dim, kvd = a.num_kv_heads * a.head_dim;
+    const int64_t H = a.hidden;
     VOLT_CHECK(a.w.q.out == qd + 2 * kvd)
         << "fused qkv of " << a.w.q.out << " rows for q " << qd << ", kv " << kvd;
-    if (a.keep_intermediates) {  // the trace reads the normed input: rmsnorm apart
-        launch_rmsnorm({.x = a.x, .w = a.norm, .y = a.h, .num_rows = T, .hidden = a.hidden, .eps = a.eps},
-                       ctx());
-        const ops::LinearArgs la{.x = a.h, .weight = a.w.q, .y = a.q, .num_tokens = T};
+    // Prompt rows [0, P) on tensor cores, generated rows [P, T) by the GEMV (ops.h prompt_rows).
+    const int64_t P =
+        prompt_gemm(a.w.q) && a.norm.format == ops::Format::kF32 ? std::min(a.prompt_rows, T) : 0;
+    if (a.keep_intermediates)  // the trace reads the normed input: rmsnorm apart
+        launch_rmsnorm({.x = a.x, .w = a.norm, .y = a.h, .num_rows = T, .hidden = H, .eps = a.eps}, ctx());
+    if (P > 0) {
+        auto* a16 = static_cast<uint16_t*>(scratch(kGemmA, P * H * 2));
+        auto* back = static_cast<float*>(scratch(kGemmBack, P * 4));
+        if (a.keep_intermediates)
+            launch_rows_to_operand(a.h, {}, 0.0f, P, H, operand_, false, 0, a16, back, ctx());
+        else
+            launch_rows_to_operand(a.x, a.norm, a.eps, P, H, operand_, false, 0, a16, back, ctx());
+        launch_gemm_dense(a16, back, P, a.w.q, {.y0 = a.q, .y1 = a.k, .y2 = a.v, .n0 = qd, .n1 = kvd},
+                          operand_, ctx());
+    }
+    if (P < T) {
+        const bool normed = a.keep_intermediates;
+        const ops::LinearArgs la{
+            .x = (normed ? a.h : a.x) + P * H, .weight = a.w.q, .y = a.q + P * qd, .num_tokens = T - P};
         VOLT_CHECK(linear_gemv_eligible(la)) << "fused qkv: the GEMV does not take this input (alignment)";
-        launch_linear_gemv_split3(la, a.q, qd, a.k, kvd, a.v, kvd, operand_, ctx());
-    } else {  // the norm inside the GEMV's staging (bitwise the same operands)
-        const ops::LinearArgs la{.x = a.x, .weight = a.w.q, .y = a.q, .num_tokens = T};
-        VOLT_CHECK(linear_gemv_eligible(la)) << "fused qkv: the GEMV does not take this input (alignment)";
-        launch_linear_gemv_split3_norm(la, a.norm, a.eps, a.q, qd, a.k, kvd, a.v, kvd, operand_, ctx());
+        if (normed)
+            launch_linear_gemv_split3(la, a.q + P * qd, qd, a.k + P * kvd, kvd, a.v + P * kvd, kvd, operand_,
+                                      ctx());
+        else  // the norm inside the GEMV's staging (bitwise the same operands)
+            launch_linear_gemv_split3_norm(la, a.norm, a.eps, a.q + P * qd, qd, a.k + P * kvd, kvd,
+                                           a.v + P * kvd, kvd, operand_, ctx());
     }
     launch_rope({a.q, a.k, a.positions, a.inv_freq, a.mscale, T, a.num_heads, a.num_kv_heads, a.head_dim},
                 ctx());
@@ -621,13 +641,34 @@ void CudaBackend::linear(const ops::LinearArgs& a) {
 }
 
 void CudaBackend::o_proj_residual(const ops::OProjResidualArgs& a) {
+    const int64_t T = a.num_tokens, K = a.o.in, H = a.o.out;
     const ops::LinearArgs la{
-        .x = a.attn, .weight = a.o, .y = a.keep_intermediates ? a.out : nullptr, .num_tokens = a.num_tokens};
-    if (dispatch_.uses(OpKind::kLinear, "linear_gemv_ld128_f32acc") && linear_gemv_eligible(la)) {
-        launch_linear_gemv_residual(la, a.x, operand_, ctx());  // one launch: x += Wo attn + bo
+        .x = a.attn, .weight = a.o, .y = a.keep_intermediates ? a.out : nullptr, .num_tokens = T};
+    if (!dispatch_.uses(OpKind::kLinear, "linear_gemv_ld128_f32acc") || !linear_gemv_eligible(la)) {
+        ops::Backend::o_proj_residual(a);
         return;
     }
-    ops::Backend::o_proj_residual(a);
+    // Prompt rows [0, P) on tensor cores, generated rows [P, T) by the GEMV (ops.h prompt_rows).
+    const int64_t P = prompt_gemm(a.o) ? std::min(a.prompt_rows, T) : 0;
+    if (P > 0) {
+        auto* a16 = static_cast<uint16_t*>(scratch(kGemmA, P * K * 2));
+        auto* back = static_cast<float*>(scratch(kGemmBack, P * 4));
+        launch_rows_to_operand(a.attn, {}, 0.0f, P, K, operand_, false, 0, a16, back, ctx());
+        launch_gemm_dense(a16, back, P, a.o, {.y0 = a.keep_intermediates ? a.out : nullptr, .residual = a.x},
+                          operand_, ctx());
+    }
+    if (P < T) {
+        ops::LinearArgs rest = la;
+        rest.x = a.attn + P * K;
+        rest.y = la.y != nullptr ? la.y + P * H : nullptr;
+        rest.num_tokens = T - P;
+        launch_linear_gemv_residual(rest, a.x + P * H, operand_, ctx());  // one launch: x += Wo attn + bo
+    }
+}
+
+bool CudaBackend::prompt_gemm(const ops::DenseWeight& w) const {
+    return dispatch_.uses(OpKind::kPromptGemm, "gemm_mma_m16n8k16_f32acc") &&
+           gemm_dense_eligible(w, operand_);
 }
 
 void CudaBackend::linear_cublas(const ops::LinearArgs& a) {
@@ -696,7 +737,26 @@ void CudaBackend::experts(const ops::ExpertsArgs& a) {
     if (T <= 0) return;
     const int64_t pairs = std::max(T, limits_.max_tokens) * a.top_k;
     if (dispatch_.uses(OpKind::kExperts, "experts_gemv_mxfp4_f16x2") && experts_gemv_eligible(a)) {
-        launch_experts_gemv(a, scratch(kExpertAct, experts_gemv_act_bytes(pairs, a.down.in)), ctx());
+        // Prompt rows [0, P) on tensor cores, generated rows [P, T) by the GEMV (ops.h prompt_rows).
+        const int64_t P = dispatch_.uses(OpKind::kPromptGemm, "gemm_mma_m16n8k16_f32acc") &&
+                                  gemm_experts_eligible(a, operand_)
+                              ? std::min(a.prompt_rows, T)
+                              : 0;
+        // Sized for max_tokens rows even when every row is a prompt row: a later decode step's graph
+        // capture then finds it grown (it must not allocate).
+        void* act = scratch(kExpertAct, experts_gemv_act_bytes(pairs, a.down.in));
+        if (P > 0) launch_gemm_experts(a, P, scratch(kGemmExperts, gemm_experts_scratch_bytes(P, a)), ctx());
+        if (P < T) {
+            const int64_t H = a.down.out, k = a.top_k;
+            ops::ExpertsArgs rest = a;
+            rest.x = a.x + P * H;
+            rest.expert_ids = a.expert_ids + P * k;
+            rest.expert_weights = a.expert_weights + P * k;
+            rest.out = a.out + P * H;
+            rest.num_tokens = T - P;
+            rest.prompt_rows = 0;
+            launch_experts_gemv(rest, act, ctx());
+        }
         return;
     }
     auto* act = static_cast<float*>(scratch(kExpertAct, pairs * a.down.in * 4));

@@ -106,6 +106,8 @@ class CudaBackend final : public ops::Backend {
   private:
     CudaBackend() = default;
     Launch ctx() const { return {stream_, error_, operand_, device_.sm_count}; }
+    // Whether prompt rows of a linear with this weight take the tensor-core GEMM (dispatch and format).
+    bool prompt_gemm(const ops::DenseWeight& w) const;
     // Raises (VOLT_CHECK) the first data error a kernel reported; called after every wait.
     void check_device_errors();
     // A scratch buffer of at least `bytes`, grown (after the stream drains) when too small.

@@ -36,13 +36,21 @@ constexpr KernelVariant kTable[] = {
      true},
     {OpKind::kAdd, "add_f32", 70, false, "elementwise"},
     {OpKind::kSample, "sample_block1024_f64", 70, false, "one block per row, f64 sums, exact top-k"},
+    {OpKind::kPromptGemm, "prompt_rows_as_generated", 70, false,
+     "prompt rows take the same kernels as generated rows (the GEMV family)"},
+    {OpKind::kPromptGemm, "gemm_mma_m16n8k16_f32acc", 80, false,
+     "prompt rows of qkv, o_proj and the experts: mma.sync m16n8k16 (f16, bf16; MXFP4 decoded to f16), "
+     "tiles 64 x 128 x 32, f32 accumulation, per-row power-of-two operand scale, experts grouped by routing "
+     "lists (docs/cuda.md)",
+     true},
 };
 
 }  // namespace
 
 const char* op_name(OpKind op) {
-    static const char* const kNames[] = {"embedding", "rmsnorm", "linear",  "rope", "kv_write",
-                                         "attention", "router",  "experts", "add",  "sample"};
+    static const char* const kNames[] = {"embedding", "rmsnorm",   "linear",     "rope",
+                                         "kv_write",  "attention", "router",     "experts",
+                                         "add",       "sample",    "prompt_gemm"};
     return kNames[static_cast<int>(op)];
 }
 
@@ -89,6 +97,8 @@ Dispatch choose_dispatch(const DispatchInput& in) {
         if (v.min_cc > d.cc_used) continue;
         if (v.needs_cublas && (d.sm70_only || !in.cublas_ready)) continue;
         if (v.fast && in.basic_only) continue;
+        // mma.sync m16n8k16 and ldmatrix need code compiled for sm_80 or newer (not only a new GPU).
+        if (v.min_cc >= 80 && in.kernel_arch > 0 && in.kernel_arch < 800) continue;
         d.variant[static_cast<int>(v.op)] = &v;
     }
     return d;

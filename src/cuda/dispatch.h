@@ -22,6 +22,7 @@ enum class OpKind : int {
     kExperts,
     kAdd,
     kSample,
+    kPromptGemm,  // the matmuls of prompt rows (ops.h prompt_rows)
     kCount,
 };
 const char* op_name(OpKind op);

@@ -90,6 +90,30 @@ void launch_experts_gemv(const ops::ExpertsArgs& a, void* act, const Launch& ctx
 bool attention_split_eligible(const ops::AttentionArgs& a);
 int64_t attention_split_scratch_bytes(const ops::AttentionArgs& a);
 void launch_attention_split(const ops::AttentionArgs& a, float* part, const Launch& ctx);
+// Tensor-core GEMMs for prompt rows (kernels/gemm_mma.cu; sm_80+, dispatch "gemm_mma_m16n8k16_f32acc").
+// rows_to_operand: out [rows, K] = x rows (rmsnorm'd with gain, an f32 placed vector, when set) as f16
+// operand bits scaled per row by a power of two, back[r] = 2^(extra_exp - sx) the factor that undoes it
+// (operand kF16), or as bf16 bits unscaled, back[r] = 2^extra_exp (kBf16); staged: the MXFP4 element order.
+void launch_rows_to_operand(const float* x, const ops::VectorWeight& gain, float eps, int64_t rows, int64_t K,
+                            Operand operand, bool staged, int extra_exp, uint16_t* out, float* back,
+                            const Launch& ctx);
+// Where a dense GEMM's outputs go: columns [0, n0) to y0 [rows, n0], [n0, n0 + n1) to y1 [rows, n1], the
+// rest to y2 [rows, out - n0 - n1]; or, when residual [rows, out] is set, residual += the outputs (y0
+// [rows, out] receives them too when set).
+struct GemmDenseOut {
+    float *y0 = nullptr, *y1 = nullptr, *y2 = nullptr, *residual = nullptr;
+    int64_t n0 = 0, n1 = 0;
+};
+// y = A W^T x back + b for A [rows, in] from rows_to_operand (not staged, extra_exp 0) and a dense weight
+// in the operand's format (f16 with kF16, bf16 with kBf16), in % 32 == 0.
+bool gemm_dense_eligible(const ops::DenseWeight& w, Operand operand);
+void launch_gemm_dense(const uint16_t* a, const float* back, int64_t rows, const ops::DenseWeight& w,
+                       const GemmDenseOut& out, Operand operand, const Launch& ctx);
+// The experts of rows [0, rows) of a (MXFP4, f16/bf16 operand): routing lists, gate_up + SwiGLU GEMM,
+// down GEMM, rank-order combine into a.out. scratch: gemm_experts_scratch_bytes.
+bool gemm_experts_eligible(const ops::ExpertsArgs& a, Operand operand);
+int64_t gemm_experts_scratch_bytes(int64_t rows, const ops::ExpertsArgs& a);
+void launch_gemm_experts(const ops::ExpertsArgs& a, int64_t rows, void* scratch, const Launch& ctx);
 // The read-bandwidth reference (kernels/bandwidth.cu): one pass of 128-bit loads over buf [bytes].
 void launch_read_bandwidth(const void* buf, int64_t bytes, int sm_count, uint32_t* sink, const Launch& ctx);
 

@@ -351,7 +351,8 @@ Status BackendExecutor::run(const StepBatch& b, StepResult* result) {
     logprobs_.resize(R);
     top_ids_.resize(R * kMaxLogprobs);
     top_logprobs_.resize(R * kMaxLogprobs);
-    if (graph_eligible(b)) {
+    // Graphs hold decode steps only: a prompt row (a one-token prompt or chunk) takes the prompt kernels.
+    if (step.num_prompt_rows == 0 && graph_eligible(b)) {
         VOLT_RETURN_IF_ERROR(run_graph(b, step));
     } else {
         // Every rank runs the same step (so all issue the same collectives); only the output rank samples.
@@ -383,6 +384,7 @@ bool same_inputs(const model::ForwardBatch& a, const model::ForwardBatch& b) {
 void pad_decode_step(const model::HostStep& s, int64_t rows, const int64_t widths[ops::kNumKvGroups],
                      model::HostStep* out) {
     const int64_t S = s.num_seqs();
+    out->num_prompt_rows = 0;
     out->token_ids = s.token_ids;
     out->token_ids.resize(rows, 0);
     out->positions = s.positions;

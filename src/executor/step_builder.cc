@@ -31,25 +31,77 @@ void StepBuilder::apply_table_updates(const StepBatch& b) {
 const model::HostStep& StepBuilder::build(const StepBatch& b) {
     VOLT_CHECK(b.deferred.empty()) << "StepBuilder::build needs resolved token ids";
     model::HostStep& s = step_;
-    s.token_ids = b.token_ids;
-    s.positions = b.positions;
-    s.query_start_loc = b.query_start_loc;
-    s.seq_lens = b.context_lens;
+    // Prompt rows (sequence index below the prompt's length) first, generated rows after
+    // (ForwardBatch::num_prompt_rows): a sequence with both (recomputed after a preemption) becomes two
+    // parts sharing its block table; its keys are all written before attention reads any, so the prompt
+    // part's queries see exactly the keys they would have seen in one piece.
+    std::vector<Part>& parts = parts_;
+    parts.clear();
+    int64_t P = 0;
+    bool identity = true;
+    for (int pass = 0; pass < 2; ++pass) {
+        for (int64_t i = 0; i < b.num_seqs; ++i) {
+            const int64_t qs = b.query_start_loc[i], qe = b.query_start_loc[i + 1], q_len = qe - qs;
+            const int64_t first_index = b.context_lens[i] - q_len;  // sequence index of row qs
+            const auto* prompt = static_cast<size_t>(i) < b.sampling.size() ? b.sampling[i].prompt : nullptr;
+            const int64_t prompt_len = prompt != nullptr ? static_cast<int64_t>(prompt->size()) : 0;
+            const int64_t split = qs + std::clamp<int64_t>(prompt_len - first_index, 0, q_len);
+            if (pass == 0 && split > qs) {
+                parts.push_back({i, qs, split, static_cast<int32_t>(b.context_lens[i] - (qe - split))});
+                P += split - qs;
+            }
+            if (pass == 1 && qe > split) parts.push_back({i, split, qe, b.context_lens[i]});
+        }
+    }
+    int64_t row = 0;
+    for (const Part& p : parts) {
+        identity = identity && p.begin == row;
+        row += p.end - p.begin;
+    }
+    identity = identity && static_cast<int64_t>(parts.size()) == b.num_seqs;
+    s.num_prompt_rows = P;
+    if (identity) {
+        s.token_ids = b.token_ids;
+        s.positions = b.positions;
+        s.query_start_loc = b.query_start_loc;
+        s.seq_lens = b.context_lens;
+        for (int g = 0; g < ops::kNumKvGroups; ++g) s.slot_mapping[g] = b.slot_mapping[g];
+    } else {
+        const auto T = static_cast<int64_t>(b.token_ids.size());
+        new_row_.assign(T, -1);
+        s.token_ids.clear();
+        s.positions.clear();
+        s.query_start_loc.assign(1, 0);
+        s.seq_lens.clear();
+        for (int g = 0; g < ops::kNumKvGroups; ++g) s.slot_mapping[g].clear();
+        for (const Part& p : parts) {
+            for (int64_t r = p.begin; r < p.end; ++r) {
+                new_row_[r] = static_cast<int32_t>(s.token_ids.size());
+                s.token_ids.push_back(b.token_ids[r]);
+                s.positions.push_back(b.positions[r]);
+                for (int g = 0; g < ops::kNumKvGroups; ++g)
+                    if (!b.slot_mapping[g].empty()) s.slot_mapping[g].push_back(b.slot_mapping[g][r]);
+            }
+            s.query_start_loc.push_back(static_cast<int32_t>(s.token_ids.size()));
+            s.seq_lens.push_back(p.keys);
+        }
+    }
+    const auto S = static_cast<int64_t>(parts.size());
     for (int g = 0; g < ops::kNumKvGroups; ++g) {
-        s.slot_mapping[g] = b.slot_mapping[g];
         int64_t max_blocks = 1;
-        for (int64_t i = 0; i < b.num_seqs; ++i)
-            max_blocks = std::max<int64_t>(max_blocks, tables_[g][b.seq_slots[i]].size());
+        for (const Part& p : parts)
+            max_blocks = std::max<int64_t>(max_blocks, tables_[g][b.seq_slots[p.seq]].size());
         s.max_blocks[g] = max_blocks;
         auto& st = s.block_tables[g];
-        st.assign(b.num_seqs * max_blocks, -1);
-        for (int64_t i = 0; i < b.num_seqs; ++i) {
-            const auto& t = tables_[g][b.seq_slots[i]];
+        st.assign(S * max_blocks, -1);
+        for (int64_t i = 0; i < S; ++i) {
+            const auto& t = tables_[g][b.seq_slots[parts[i].seq]];
             std::copy(t.begin(), t.end(), st.begin() + i * max_blocks);
         }
     }
     s.logits_rows.resize(b.logits_rows.size());
-    for (size_t r = 0; r < b.logits_rows.size(); ++r) s.logits_rows[r] = b.logits_rows[r].row;
+    for (size_t r = 0; r < b.logits_rows.size(); ++r)
+        s.logits_rows[r] = identity ? b.logits_rows[r].row : new_row_[b.logits_rows[r].row];
     return s;
 }
 

@@ -1,6 +1,7 @@
 // The step builder every model executor shares: keeps each seq_slot's block tables (from
 // StepBatch::table_updates), turns a StepBatch into the forward pass's HostStep (flattened ids,
-// positions, slot mappings, per-sequence block tables) and the sample op's rows for a chunk of logits.
+// positions, slot mappings, per-sequence block tables; prompt rows first, ForwardBatch::num_prompt_rows)
+// and the sample op's rows for a chunk of logits.
 // Executors add only what is theirs: where memory lives, how the step is launched (CpuExecutor: at
 // once on the CPU backend; a GPU executor: staged and uploaded, the tables kept on the device).
 #pragma once
@@ -31,6 +32,14 @@ class StepBuilder {
   private:
     std::vector<std::vector<int32_t>> tables_[ops::kNumKvGroups];  // [slot] block table
     model::HostStep step_;
+    // Rows [begin, end) of StepBatch sequence `seq` as one sequence of the HostStep, with `keys` keys in
+    // the cache after them.
+    struct Part {
+        int64_t seq, begin, end;
+        int32_t keys;
+    };
+    std::vector<Part> parts_;
+    std::vector<int32_t> new_row_;  // StepBatch row -> HostStep row (when reordered)
     std::vector<ops::SampleRow> rows_;
     std::vector<std::vector<int32_t>> bias_ids_;
     std::vector<std::vector<float>> bias_values_;

@@ -57,6 +57,8 @@ Result<ForwardBatch> StepUpload::upload(ops::Backend& backend, const HostStep& s
         b.groups[g].max_blocks = s.max_blocks[g];
     }
     for (int32_t len : s.seq_lens) b.max_seq_len = std::max<int64_t>(b.max_seq_len, len);
+    VOLT_CHECK(s.num_prompt_rows >= 0 && s.num_prompt_rows <= T) << s.num_prompt_rows << " of " << T;
+    b.num_prompt_rows = s.num_prompt_rows;
     return b;
 }
 
@@ -184,7 +186,8 @@ Status Forward::run(const ForwardBatch& b, const std::vector<ops::KvLayer>& kv, 
                                    .num_kv_heads = nkv,
                                    .head_dim = d,
                                    .eps = eps,
-                                   .keep_intermediates = keep});
+                                   .keep_intermediates = keep,
+                                   .prompt_rows = b.num_prompt_rows});
         trace("attn_norm", l, ws.h, T, H);
         trace("q", l, ws.q, T, nh * d);
         trace("k", l, ws.k, T, nkv * d);
@@ -211,7 +214,7 @@ Status Forward::run(const ForwardBatch& b, const std::vector<ops::KvLayer>& kv, 
             backend_.linear({.x = ws.attn, .weight = w.o_proj, .y = ws.o, .num_tokens = T});
             VOLT_RETURN_IF_ERROR(reduce_into_x());
         } else {
-            backend_.o_proj_residual({ws.attn, w.o_proj, ws.x, ws.o, T, keep});
+            backend_.o_proj_residual({ws.attn, w.o_proj, ws.x, ws.o, T, keep, b.num_prompt_rows});
         }
         trace("attn_out", l, ws.o, T, H);
         trace("resid_attn", l, ws.x, T, H);
@@ -229,7 +232,8 @@ Status Forward::run(const ForwardBatch& b, const std::vector<ops::KvLayer>& kv, 
                                  .num_tokens = T,
                                  .top_k = k_top,
                                  .swiglu_limit = static_cast<float>(c.swiglu_limit),
-                                 .swiglu_alpha = static_cast<float>(c.swiglu_alpha)};
+                                 .swiglu_alpha = static_cast<float>(c.swiglu_alpha),
+                                 .prompt_rows = b.num_prompt_rows};
         if (tp) {
             // All-reduce 2: this rank's intermediate units' share of the experts (+ b2 on rank 0 only). A
             // rank whose shard has no unit (TP past the block count) contributes zeros.

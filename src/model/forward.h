@@ -38,6 +38,10 @@ struct ForwardBatch {
     const int32_t* logits_rows = nullptr;  // [num_logits_rows] rows of [0, T) whose logits are wanted
     int64_t num_logits_rows = 0;
     int64_t max_seq_len = 0;  // max of seq_lens (sizes attention launches)
+    // Rows [0, num_prompt_rows) are prompt tokens (position < the prompt's length), the rest generated
+    // tokens: the ops may compute the two kinds with different kernels (ops.h QkvRopeKvWriteArgs), so a
+    // step lists its prompt rows first (executor/step_builder.cc).
+    int64_t num_prompt_rows = 0;
 };
 
 // The same step in host memory, as a step builder fills it.
@@ -46,6 +50,7 @@ struct HostStep {
     std::vector<int64_t> slot_mapping[ops::kNumKvGroups];
     std::vector<int32_t> block_tables[ops::kNumKvGroups];  // [S, max_blocks[g]]
     int64_t max_blocks[ops::kNumKvGroups] = {1, 1};
+    int64_t num_prompt_rows = 0;  // ForwardBatch::num_prompt_rows
     int64_t num_seqs() const { return static_cast<int64_t>(seq_lens.size()); }
     int64_t num_tokens() const { return static_cast<int64_t>(token_ids.size()); }
 };

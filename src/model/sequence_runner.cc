@@ -31,7 +31,8 @@ SequenceRunner::SequenceRunner(Forward& forward, int64_t capacity, int64_t block
     VOLT_CHECK(forward.backend().reserve({capacity, 1, capacity}).is_ok());
 }
 
-std::vector<float> SequenceRunner::append(std::span<const int32_t> ids, bool all_rows, int64_t start_pos) {
+std::vector<float> SequenceRunner::append(std::span<const int32_t> ids, bool all_rows, int64_t start_pos,
+                                          bool generated) {
     const auto n = static_cast<int64_t>(ids.size());
     VOLT_CHECK(n > 0 && num_tokens_ + n <= capacity_) << "sequence capacity " << capacity_ << " exceeded";
     HostStep& s = step_;
@@ -43,6 +44,7 @@ std::vector<float> SequenceRunner::append(std::span<const int32_t> ids, bool all
         for (auto& m : s.slot_mapping) m[i] = num_tokens_ + i;  // identity block table: slot == index
     }
     s.query_start_loc = {0, static_cast<int32_t>(n)};
+    s.num_prompt_rows = generated ? 0 : n;
     s.seq_lens = {static_cast<int32_t>(num_tokens_ + n)};
     const int64_t nb = blocks_for(capacity_, block_size_);
     for (int g = 0; g < ops::kNumKvGroups; ++g) {

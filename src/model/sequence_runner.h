@@ -25,8 +25,10 @@ class SequenceRunner {
     // Feeds `ids` at RoPE positions start_pos + num_tokens() ... (start_pos shifts RoPE only; see
     // `voltllm logits --start-pos`). Returns logits f32 [ids.size(), V] when all_rows, else [1, V] of the
     // last row (zeros on a rank that is not the output rank). Checks capacity (a bug to exceed it) and
-    // aborts on a communicator failure (tools and tests only).
-    std::vector<float> append(std::span<const int32_t> ids, bool all_rows, int64_t start_pos = 0);
+    // aborts on a communicator failure (tools and tests only). The rows are prompt rows
+    // (ForwardBatch::num_prompt_rows) unless `generated`: tokens a decode loop sampled.
+    std::vector<float> append(std::span<const int32_t> ids, bool all_rows, int64_t start_pos = 0,
+                              bool generated = false);
 
   private:
     Forward& forward_;

@@ -126,6 +126,7 @@ struct ExpertsArgs {
     float* out;                   // [T, H], accumulated into
     int64_t num_tokens, top_k;
     float swiglu_limit, swiglu_alpha;
+    int64_t prompt_rows = 0;  // rows [0, prompt_rows) are prompt tokens (see QkvRopeKvWriteArgs)
 };
 
 // y += x elementwise, f32 [n].
@@ -154,6 +155,11 @@ struct QkvRopeKvWriteArgs {
     int64_t num_tokens, hidden, num_heads, num_kv_heads, head_dim;
     float eps;
     bool keep_intermediates = false;  // h, k, v must hold their values on return (trace)
+    // Rows [0, prompt_rows) are prompt tokens, the rest generated tokens (model/forward.h). A backend may
+    // compute the two kinds with different kernels (a GPU: tensor-core GEMMs for prompt rows, GEMVs for
+    // generated rows) but must choose by kind only: a token's kind never depends on the batch, so its
+    // bits do not either. The CPU ignores it.
+    int64_t prompt_rows = 0;
 };
 
 // x += Wo attn + bo (spec §3.4 step 7 and the residual of §3.2).
@@ -164,6 +170,7 @@ struct OProjResidualArgs {
     float* out;         // [T, H] scratch: Wo attn + bo
     int64_t num_tokens;
     bool keep_intermediates = false;  // out must hold its value on return (trace)
+    int64_t prompt_rows = 0;          // rows [0, prompt_rows) are prompt tokens (see QkvRopeKvWriteArgs)
 };
 
 // The MoE block's input: h = rmsnorm(x), then the router (spec §3.6).

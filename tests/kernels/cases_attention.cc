@@ -237,6 +237,7 @@ struct QkvShape {
     double x_rms;
     bool keep;
     Format wf;
+    int64_t P = 0;  // prompt rows (ops.h: a GPU computes them on tensor cores)
 };
 
 void qkv_case(Case& c, const QkvShape& s, Format f) {
@@ -276,8 +277,8 @@ void qkv_case(Case& c, const QkvShape& s, Format f) {
     const float eps = 1e-5f;
     c.reserve(T, 1, T);
     const ops::QkvRopeKvWriteArgs args{
-        d_x, pn, pw,   d_pos, d_inv, rt.mscale, d_slots, {f, kp, vp, nb, s.bs}, d_h, d_q, d_k, d_v,
-        T,   H,  s.nh, s.nkv, s.d,   eps,       s.keep};
+        d_x, pn,   pw,    d_pos, d_inv, rt.mscale, d_slots, {f, kp, vp, nb, s.bs}, d_h, d_q, d_k, d_v, T,
+        H,   s.nh, s.nkv, s.d,   eps,   s.keep,    s.P};
     c.backend().qkv_rope_kvwrite(args);
 
     const auto h = ref::rmsnorm(to_double(x), T, H, norm_host, eps);
@@ -394,7 +395,12 @@ void add_attention_cases(const Options& opt, std::vector<CaseDef>* out) {
               std::pair{QkvShape{257, 64, 2, 1, 16, 16, 8.0, true, Format::kBf16}, E},
               std::pair{QkvShape{2, 64, 8, 8, 128, 8, 1.0, true, Format::kF32}, E},
               std::pair{QkvShape{4, 2880, 64, 8, 64, 16, 1e5, false, Format::kBf16}, M},
-              std::pair{QkvShape{16, 2880, 64, 8, 64, 16, 30.0, true, Format::kBf16}, M}}) {
+              std::pair{QkvShape{16, 2880, 64, 8, 64, 16, 30.0, true, Format::kBf16}, M},
+              // Prompt rows (tensor-core GEMM on sm_80+) and a mixed step (rows past P by the GEMV).
+              std::pair{QkvShape{70, 2880, 64, 8, 64, 16, 1e5, false, Format::kBf16, 70}, E},
+              std::pair{QkvShape{150, 96, 4, 2, 32, 24, 1.0, true, Format::kF16, 131}, E},
+              std::pair{QkvShape{64, 64, 2, 1, 16, 16, 8.0, false, Format::kBf16, 1}, E},
+              std::pair{QkvShape{512, 2880, 64, 8, 64, 16, 1.0, false, Format::kBf16, 512}, M}}) {
             add_case(out, "qkv_rope_kvwrite",
                      shape_str({{"T", n(q.T)},
                                 {"H", n(q.H)},
@@ -405,7 +411,8 @@ void add_attention_cases(const Options& opt, std::vector<CaseDef>* out) {
                                 {"x_rms", num(q.x_rms)},
                                 {"keep", q.keep ? "1" : "0"},
                                 {"w", format_str(q.wf)},
-                                {"kv", kvs}}),
+                                {"kv", kvs}}) +
+                         (q.P > 0 ? ",P=" + n(q.P) : ""),
                      set, [q = q, f](Case& c) { qkv_case(c, q, f); });
         }
     }

@@ -219,7 +219,7 @@ void add_op_case(Case& c, int64_t n, double y_rms) {
 
 // ---- o_proj_residual -----------------------------------------------------------------------------------
 
-void o_proj_case(Case& c, int64_t T, int64_t in, int64_t H, Format f, double x_rms, bool keep) {
+void o_proj_case(Case& c, int64_t T, int64_t in, int64_t H, Format f, double x_rms, bool keep, int64_t P) {
     Rng& rng = c.rng();
     const std::vector<float> attn = rng.normal_f32(T * in, 1.0), x0 = rng.normal_f32(T * H, x_rms);
     const HostTensor w = random_dense(rng, f, H * in, 1.0 / std::sqrt(static_cast<double>(in)));
@@ -231,7 +231,7 @@ void o_proj_case(Case& c, int64_t T, int64_t in, int64_t H, Format f, double x_r
     float* d_x = c.upload(x0);
     float* d_out = c.poisoned<float>(T * H);
     c.reserve(T, 1, T);
-    c.backend().o_proj_residual({d_attn, pw, d_x, d_out, T, keep});
+    c.backend().o_proj_residual({d_attn, pw, d_x, d_out, T, keep, P});
     const auto got_x = c.download(d_x, T * H);
     const auto branch = ref::linear(to_double(attn), T, ref::matrix_of(host), host.b);
     std::vector<double> want(T * H);
@@ -240,7 +240,7 @@ void o_proj_case(Case& c, int64_t T, int64_t in, int64_t H, Format f, double x_r
     if (keep) c.compare("out", c.download(d_out, T * H), branch, c.tol("o_proj_residual"));
     c.bench(
         [&] {
-            c.backend().o_proj_residual({d_attn, pw, d_x, d_out, T, keep});
+            c.backend().o_proj_residual({d_attn, pw, d_x, d_out, T, keep, P});
         },
         H * in * format_bytes(f) + T * (in + 2 * H) * 4);
 }
@@ -425,19 +425,24 @@ void add_dense_cases(const Options& opt, std::vector<CaseDef>* out) {
         double x_rms;
         bool keep;
         ShapeSet set;
+        int64_t P = 0;  // prompt rows (ops.h: a GPU computes them on tensor cores)
     };
     for (const OProj& o :
          {OProj{1, 4096, 2880, Format::kBf16, 1e5, true, E}, OProj{33, 64, 96, Format::kF16, 1.0, false, E},
-          OProj{257, 128, 64, Format::kBf16, 3e4, true, E},
-          OProj{4, 4096, 2880, Format::kBf16, 1e5, true, M}}) {
+          OProj{257, 128, 64, Format::kBf16, 3e4, true, E}, OProj{4, 4096, 2880, Format::kBf16, 1e5, true, M},
+          OProj{70, 4096, 2880, Format::kBf16, 1e5, true, E, 70},
+          OProj{200, 128, 96, Format::kF16, 1.0, false, E, 137},
+          OProj{65, 64, 200, Format::kBf16, 3e4, true, E, 65},
+          OProj{512, 4096, 2880, Format::kBf16, 1.0, false, M, 512}}) {
         add_case(out, "o_proj_residual",
                  shape_str({{"T", n(o.T)},
                             {"in", n(o.in)},
                             {"H", n(o.H)},
                             {"w", fmt(o.f)},
                             {"x_rms", num(o.x_rms)},
-                            {"keep", o.keep ? "1" : "0"}}),
-                 o.set, [o](Case& c) { o_proj_case(c, o.T, o.in, o.H, o.f, o.x_rms, o.keep); });
+                            {"keep", o.keep ? "1" : "0"}}) +
+                     (o.P > 0 ? ",P=" + n(o.P) : ""),
+                 o.set, [o](Case& c) { o_proj_case(c, o.T, o.in, o.H, o.f, o.x_rms, o.keep, o.P); });
     }
 
     struct Final {

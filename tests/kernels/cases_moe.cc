@@ -89,6 +89,7 @@ struct ExpertsShape {
     int64_t T, H, I, E, k;
     Format f;
     double out_rms;
+    int64_t P = 0;  // prompt rows (ops.h: a GPU computes them on tensor cores)
 };
 
 // One projection of E experts, [E, out, in]: MXFP4 with random codes and scale bytes around a base chosen
@@ -160,7 +161,7 @@ void experts_case(Case& c, const ExpertsShape& s, bool coarse) {
     const float* d_w = c.upload(weights);
     float* d_out = c.upload(out0);
     c.reserve(T, 1, T);
-    const ops::ExpertsArgs args{d_x, d_ids, d_w, pgu, pdn, d_out, T, k, 7.0f, 1.702f};
+    const ops::ExpertsArgs args{d_x, d_ids, d_w, pgu, pdn, d_out, T, k, 7.0f, 1.702f, s.P};
     if (coarse) {
         c.backend().experts_residual(args);
     } else {
@@ -233,6 +234,12 @@ void add_moe_cases(const Options& opt, std::vector<CaseDef>* out) {
              Exp{"experts", {4, 2880, 2880, 32, 4, mx, 1e5}, M},
              Exp{"experts_residual", {4, 2880, 2880, 32, 4, mx, 1e5}, M},
              Exp{"experts_residual", {2, 2880, 2880, 128, 4, mx, 1e5}, M},
+             // Prompt rows (tensor-core grouped GEMM on sm_80+), alone and with generated rows after them.
+             Exp{"experts_residual", {96, 2880, 2880, 32, 4, mx, 1e5, 80}, E},
+             Exp{"experts_residual", {300, 96, 64, 32, 4, mx, 1.0, 300}, E},
+             Exp{"experts_residual", {130, 64, 96, 4, 2, mx, 1.0, 129}, E},
+             Exp{"experts_residual", {128, 2880, 2880, 32, 4, mx, 1.0, 128}, M},
+             Exp{"experts_residual", {128, 2880, 2880, 128, 4, mx, 1.0, 128}, M},
          }) {
         const bool coarse = std::string(e.op) == "experts_residual";
         add_case(out, e.op,
@@ -242,7 +249,8 @@ void add_moe_cases(const Options& opt, std::vector<CaseDef>* out) {
                             {"E", n(e.s.E)},
                             {"k", n(e.s.k)},
                             {"w", format_str(e.s.f)},
-                            {"out_rms", num(e.s.out_rms)}}),
+                            {"out_rms", num(e.s.out_rms)}}) +
+                     (e.s.P > 0 ? ",P=" + n(e.s.P) : ""),
                  e.set, [s = e.s, coarse](Case& c) { experts_case(c, s, coarse); });
     }
 }

@@ -586,7 +586,8 @@ void check_batch_invariance(CudaBackend& gpu, const std::shared_ptr<const model:
     // Alone: the SequenceRunner (contiguous blocks 0..), prefill then one decode.
     model::SequenceRunner alone(fwd, cap, bs, kv_format);
     const std::vector<float> alone_prefill = alone.append(prompts[0], /*all_rows=*/true);
-    const std::vector<float> alone_decode = alone.append(std::vector<int32_t>{next_token}, false);
+    const std::vector<float> alone_decode = alone.append(std::vector<int32_t>{next_token}, false, 0,
+                                                         /*generated=*/true);
 
     const int64_t place = 5;  // where the target sits in the batch
     std::vector<int64_t> order(S);
@@ -627,6 +628,7 @@ void check_batch_invariance(CudaBackend& gpu, const std::shared_ptr<const model:
                 for (int64_t b = 0; b < nb; ++b)
                     st.block_tables[g][i * nb + b] = static_cast<int32_t>(s * nb + b);
         }
+        st.num_prompt_rows = decode ? 0 : st.num_tokens();  // as SequenceRunner: a prefill is prompt rows
         auto fb = upload.upload(gpu, st);
         VOLT_CHECK(fb.is_ok());
         std::vector<float> out(st.logits_rows.size() * V);
@@ -768,6 +770,122 @@ TEST(CudaOps, FastKernelsMatchBasicAndAreBatchInvariant) {
                 b1v[i] = y[1][i] - y0[i];
             }
             expect_close(b0, b1v, half ? 1e-2 : 1e-5, 1e-4, std::string("experts fast vs basic ") + dtype);
+        }
+    }
+}
+
+// Prompt rows (ops.h prompt_rows) take the tensor-core GEMMs: a prompt row's outputs must be bitwise the
+// same alone and in a batch (experts: 1 token's pairs in tiles of 32 rows vs 120 tokens' in tiles of 64),
+// a generated row's the same as the GEMV's alone, and both close to the GEMV of the same row.
+TEST(CudaOps, PromptRowGemmsAreBatchInvariant) {
+    if (edge_only()) GTEST_SKIP() << "model widths";
+    for (const char* dtype : {"half", "bfloat16"}) {
+        auto be = make_backend(dtype);
+        VOLT_NEED_GPU(be);
+        if (!be->dispatch().uses(OpKind::kPromptGemm, "gemm_mma_m16n8k16_f32acc"))
+            GTEST_SKIP() << "no tensor-core prompt GEMM on this device/build";
+        const double tol = std::string(dtype) == "half" ? 1e-2 : 3e-2;
+        // o_proj + residual: 70 rows, the first 50 prompt rows.
+        {
+            const int64_t T = 70, P = 50, in = 4096, H = 2880;
+            const std::vector<float> x = randn(T * in, 31, 2.0f), r0 = randn(T * H, 32, 10.0f);
+            const std::vector<uint16_t> w = to_bf16(randn(H * in, 33, 0.02f)),
+                                        b = to_bf16(randn(H, 34, 0.5f));
+            const ops::DenseWeight hw{
+                ops::Format::kBf16, w.data(), nullptr, nullptr, 0, {ops::Format::kBf16, b.data(), H}, H, in};
+            std::vector<ops::Buffer> owned;
+            auto dw = be->place_dense(hw, ops::WeightRole::kAttention, &owned);
+            ASSERT_TRUE(dw.is_ok());
+            auto run = [&](int64_t first, int64_t n, int64_t p) {
+                const std::vector<float> xs(x.begin() + first * in, x.begin() + (first + n) * in),
+                    rs(r0.begin() + first * H, r0.begin() + (first + n) * H);
+                ops::Buffer dx = put(*be, xs), dr = put(*be, rs);
+                be->o_proj_residual({dx.as<float>(), *dw, dr.as<float>(), nullptr, n, false, p});
+                return get<float>(*be, dr, n * H);
+            };
+            const std::vector<float> all = run(0, T, P);
+            for (const auto& [row, prompt] : {std::pair<int64_t, bool>{3, true}, {49, true}, {60, false}}) {
+                const std::vector<float> alone = run(row, 1, prompt ? 1 : 0);
+                for (int64_t o = 0; o < H; ++o)
+                    ASSERT_EQ(alone[o], all[row * H + o])
+                        << dtype << " o_proj row " << row << " output " << o;
+                // The same row by the other family: close, not equal.
+                const std::vector<float> other = run(row, 1, prompt ? 0 : 1);
+                std::vector<float> ba(H), bo(H);
+                for (int64_t o = 0; o < H; ++o) {
+                    ba[o] = alone[o] - r0[row * H + o];
+                    bo[o] = other[o] - r0[row * H + o];
+                }
+                expect_close(ba, bo, tol, 1e-4, std::string("o_proj GEMM vs GEMV ") + dtype);
+            }
+        }
+        // Experts: 120 tokens, all prompt rows (480 pairs over 8 experts: tiles of 64) vs one alone (32).
+        {
+            const int64_t T = 120, H = 2880, I = 2880, E = 8, k = 4;
+            std::mt19937_64 rng(91);
+            auto mx = [&](int64_t out, int64_t in, std::vector<uint8_t>* bl, std::vector<uint8_t>* sc) {
+                bl->resize(E * out * in / 2);
+                sc->resize(E * out * in / 32);
+                for (auto& v : *bl) v = static_cast<uint8_t>(rng());
+                for (auto& v : *sc) v = static_cast<uint8_t>(119 + rng() % 3);
+            };
+            std::vector<uint8_t> b1, s1, b2, s2;
+            mx(2 * I, H, &b1, &s1);
+            mx(H, I, &b2, &s2);
+            const std::vector<uint16_t> bias1 = to_bf16(randn(E * 2 * I, 41, 0.5f)),
+                                        bias2 = to_bf16(randn(E * H, 42, 0.5f));
+            const ops::ExpertWeights gu{ops::Format::kMxfp4,
+                                        b1.data(),
+                                        s1.data(),
+                                        nullptr,
+                                        {ops::Format::kBf16, bias1.data(), E * 2 * I},
+                                        E,
+                                        2 * I,
+                                        H};
+            const ops::ExpertWeights dn{ops::Format::kMxfp4,
+                                        b2.data(),
+                                        s2.data(),
+                                        nullptr,
+                                        {ops::Format::kBf16, bias2.data(), E * H},
+                                        E,
+                                        H,
+                                        I};
+            std::vector<ops::Buffer> owned;
+            auto dgu = be->place_experts(gu, &owned);
+            auto ddn = be->place_experts(dn, &owned);
+            ASSERT_TRUE(dgu.is_ok() && ddn.is_ok());
+            const std::vector<float> x = randn(T * H, 43, 1.5f), y0 = randn(T * H, 44, 100.0f);
+            std::vector<int32_t> ids(T * k);
+            std::vector<float> wts(T * k);
+            for (int64_t t = 0; t < T; ++t)
+                for (int64_t j = 0; j < k; ++j) {
+                    ids[t * k + j] = static_cast<int32_t>((t * 5 + 3 * j) % E);
+                    wts[t * k + j] = 0.1f + 0.2f * static_cast<float>(j);
+                }
+            auto run = [&](int64_t first, int64_t n, int64_t p) {
+                const std::vector<float> xs(x.begin() + first * H, x.begin() + (first + n) * H),
+                    ys(y0.begin() + first * H, y0.begin() + (first + n) * H);
+                const std::vector<int32_t> is(ids.begin() + first * k, ids.begin() + (first + n) * k);
+                const std::vector<float> ws(wts.begin() + first * k, wts.begin() + (first + n) * k);
+                ops::Buffer dx = put(*be, xs), di = put(*be, is), dwt = put(*be, ws), dout = put(*be, ys);
+                be->experts_residual({dx.as<float>(), di.as<int32_t>(), dwt.as<float>(), *dgu, *ddn,
+                                      dout.as<float>(), n, k, 7.0f, 1.702f, p});
+                return get<float>(*be, dout, n * H);
+            };
+            const std::vector<float> all = run(0, T, T);
+            for (int64_t row : {0, 77}) {
+                const std::vector<float> alone = run(row, 1, 1);
+                for (int64_t o = 0; o < H; ++o)
+                    ASSERT_EQ(alone[o], all[row * H + o])
+                        << dtype << " experts token " << row << " output " << o;
+                const std::vector<float> gemv = run(row, 1, 0);
+                std::vector<float> ba(H), bg(H);
+                for (int64_t o = 0; o < H; ++o) {
+                    ba[o] = alone[o] - y0[row * H + o];
+                    bg[o] = gemv[o] - y0[row * H + o];
+                }
+                expect_close(ba, bg, tol, 1e-3, std::string("experts GEMM vs GEMV ") + dtype);
+            }
         }
     }
 }
@@ -965,6 +1083,18 @@ TEST(CudaBackendInfo, DtypeRulesFollowVllm) {
     EXPECT_TRUE(
         choose_dispatch({90, 900, false, true, true}).uses(OpKind::kExperts, "experts_warp_mxfp4_3pass"));
     EXPECT_TRUE(choose_dispatch({70, 700, true, false, true}).uses(OpKind::kLinear, "linear_warp_f32acc"));
+    // Prompt rows on tensor cores only with sm_80+ code on an sm_80+ GPU (a fat binary's sm_75 code on an
+    // A100 or compute_70 PTX on an H200 keeps the GEMVs), never under --cuda-kernels basic.
+    EXPECT_TRUE(
+        choose_dispatch({90, 900, false, true}).uses(OpKind::kPromptGemm, "gemm_mma_m16n8k16_f32acc"));
+    EXPECT_TRUE(
+        choose_dispatch({80, 800, false, false}).uses(OpKind::kPromptGemm, "gemm_mma_m16n8k16_f32acc"));
+    EXPECT_TRUE(
+        choose_dispatch({80, 750, false, true}).uses(OpKind::kPromptGemm, "prompt_rows_as_generated"));
+    EXPECT_TRUE(
+        choose_dispatch({75, 750, false, true}).uses(OpKind::kPromptGemm, "prompt_rows_as_generated"));
+    EXPECT_TRUE(
+        choose_dispatch({90, 900, false, true, true}).uses(OpKind::kPromptGemm, "prompt_rows_as_generated"));
 }
 
 }  // namespace

@@ -1,0 +1,103 @@
+// StepBuilder::build's row order (ForwardBatch::num_prompt_rows): prompt rows first, generated rows after,
+// a sequence holding both split into two parts that share its block table, logits rows remapped. The
+// expected HostStep is written out by hand from the rule (sequence index < prompt length: prompt row).
+#include "executor/step_builder.h"
+
+#include <gtest/gtest.h>
+
+namespace volt::executor {
+namespace {
+
+using engine::BlockTableUpdate;
+using engine::LogitsRow;
+using engine::SeqSampling;
+using engine::StepBatch;
+
+struct Seq {
+    std::vector<int32_t> prompt;
+    int32_t context_len;          // keys after the step
+    std::vector<int32_t> ids;     // this step's rows
+    std::vector<int32_t> blocks;  // block table (group 0 and 1)
+};
+
+StepBatch batch_of(const std::vector<Seq>& seqs, std::vector<std::vector<int32_t>>* prompts) {
+    StepBatch b;
+    b.num_seqs = static_cast<int64_t>(seqs.size());
+    b.query_start_loc = {0};
+    prompts->clear();
+    for (const Seq& s : seqs) prompts->push_back(s.prompt);
+    for (size_t i = 0; i < seqs.size(); ++i) {
+        const Seq& s = seqs[i];
+        const auto q = static_cast<int32_t>(s.ids.size());
+        for (int32_t j = 0; j < q; ++j) {
+            const int32_t index = s.context_len - q + j;
+            b.token_ids.push_back(s.ids[j]);
+            b.positions.push_back(index);
+            for (auto& m : b.slot_mapping) m.push_back(1000 * static_cast<int64_t>(i) + index);
+        }
+        b.query_start_loc.push_back(static_cast<int32_t>(b.token_ids.size()));
+        b.context_lens.push_back(s.context_len);
+        b.seq_slots.push_back(static_cast<int32_t>(i));
+        SeqSampling ss;
+        ss.prompt = &(*prompts)[i];
+        b.sampling.push_back(ss);
+        for (int g = 0; g < ops::kNumKvGroups; ++g)
+            for (size_t k = 0; k < s.blocks.size(); ++k)
+                b.table_updates.push_back({static_cast<int32_t>(i), g, static_cast<int32_t>(k), s.blocks[k]});
+        // The last row of every sequence wants logits.
+        LogitsRow lr;
+        lr.row = static_cast<int32_t>(b.token_ids.size()) - 1;
+        lr.seq = static_cast<int32_t>(i);
+        b.logits_rows.push_back(lr);
+    }
+    b.num_tokens = static_cast<int64_t>(b.token_ids.size());
+    return b;
+}
+
+TEST(StepBuilder, PromptRowsFirstMixedSequenceSplit) {
+    std::vector<std::vector<int32_t>> prompts;
+    // 0: decoding (prompt 4, key 6 generated); 1: a prompt chunk (rows 2..4 of a 5-token prompt);
+    // 2: recomputed after preemption (prompt 3, 2 outputs: rows 0..4, prompt rows 0..2).
+    const StepBatch b = batch_of({{{1, 2, 3, 4}, 7, {60}, {7}},
+                                  {{5, 6, 7, 8, 9}, 5, {7, 8, 9}, {3}},
+                                  {{10, 11, 12}, 5, {10, 11, 12, 70, 71}, {4, 9}}},
+                                 &prompts);
+    StepBuilder sb;
+    sb.init(4);
+    sb.apply_table_updates(b);
+    const model::HostStep& s = sb.build(b);
+    EXPECT_EQ(s.num_prompt_rows, 6);
+    EXPECT_EQ(s.token_ids, (std::vector<int32_t>{7, 8, 9, 10, 11, 12, 60, 70, 71}));
+    EXPECT_EQ(s.positions, (std::vector<int32_t>{2, 3, 4, 0, 1, 2, 6, 3, 4}));
+    EXPECT_EQ(s.slot_mapping[0], (std::vector<int64_t>{1002, 1003, 1004, 2000, 2001, 2002, 6, 2003, 2004}));
+    EXPECT_EQ(s.slot_mapping[1], s.slot_mapping[0]);
+    // Parts: seq 1 (3 rows, 5 keys), seq 2's prompt part (3 rows, 3 keys), seq 0 (1, 7), seq 2's rest (2, 5).
+    EXPECT_EQ(s.query_start_loc, (std::vector<int32_t>{0, 3, 6, 7, 9}));
+    EXPECT_EQ(s.seq_lens, (std::vector<int32_t>{5, 3, 7, 5}));
+    EXPECT_EQ(s.max_blocks[0], 2);
+    EXPECT_EQ(s.block_tables[0], (std::vector<int32_t>{3, -1, 4, 9, 7, -1, 4, 9}));
+    EXPECT_EQ(s.block_tables[1], s.block_tables[0]);
+    // Logits rows in the batch's order, pointing at the rows' new places.
+    EXPECT_EQ(s.logits_rows, (std::vector<int32_t>{6, 2, 8}));
+}
+
+TEST(StepBuilder, OrderKeptWhenPromptRowsAlreadyLead) {
+    std::vector<std::vector<int32_t>> prompts;
+    const StepBatch b =
+        batch_of({{{1, 2}, 2, {1, 2}, {0}}, {{3}, 3, {40}, {1}}, {{5}, 2, {50}, {2}}}, &prompts);
+    StepBuilder sb;
+    sb.init(4);
+    sb.apply_table_updates(b);
+    const model::HostStep& s = sb.build(b);
+    EXPECT_EQ(s.num_prompt_rows, 2);
+    EXPECT_EQ(s.token_ids, b.token_ids);
+    EXPECT_EQ(s.query_start_loc, b.query_start_loc);
+    EXPECT_EQ(s.seq_lens, b.context_lens);
+    EXPECT_EQ(s.logits_rows, (std::vector<int32_t>{1, 2, 3}));
+    // A decode-only step: no prompt rows.
+    const StepBatch d = batch_of({{{1, 2}, 3, {9}, {0}}, {{3}, 4, {41}, {1}}}, &prompts);
+    EXPECT_EQ(sb.build(d).num_prompt_rows, 0);
+}
+
+}  // namespace
+}  // namespace volt::executor
