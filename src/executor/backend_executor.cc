@@ -178,7 +178,10 @@ Status BackendExecutor::profile(const CacheConfig& c) {
     b.request_index = {0};
     const SamplingParams greedy;  // defaults; temperature 0 is not needed for sizing
     const std::vector<int32_t> none;
-    b.sampling.push_back({&greedy, &none, &none, false});
+    // The rows are prompt rows (StepBuilder: num_prompt_rows = T), so the prompt kernels' scratch reaches
+    // its peak too (a GPU sizes the generated rows' scratch for max_tokens whichever kind runs).
+    const std::vector<int32_t> prompt(T, 0);
+    b.sampling.push_back({&greedy, &prompt, &none, false});
     for (int64_t r = std::max<int64_t>(0, T - kLogitsChunkRows); r < T; ++r)
         b.logits_rows.push_back({static_cast<int32_t>(r), 0, -1, 0, 0, -1, false});
     StepResult result;
