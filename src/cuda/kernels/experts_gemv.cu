@@ -22,9 +22,17 @@
 
 #include "cuda/cuda_check.h"
 #include "cuda/device_util.cuh"
+#include "cuda/mxfp4.cuh"
 
 namespace volt::cuda {
 namespace {
+
+using mxfp4::act_scale_exp;
+using mxfp4::e2m1_pair;
+using mxfp4::e8m0_f32;
+using mxfp4::pow2f;
+using mxfp4::staged_index;
+using mxfp4::swiglu;
 
 constexpr int kGuWarps = 16;  // SwiGLU units per gate_up block (a warp each)
 constexpr int kDnPairs = 2;   // output pairs per down block (k warps each)
@@ -43,17 +51,6 @@ template <Operand O>
 __device__ __forceinline__ float pre_round(float x) {
     if constexpr (O == Operand::kBf16) return round_to_bf16(x);
     return x;
-}
-
-__device__ __forceinline__ float pow2f(int e) { return __int_as_float((127 + e) << 23); }  // |e| <= 126
-
-// Codes (8q+p, 8q+p+4) of word w as an f16x2 whose values are the E2M1 values times 2^-14.
-template <int P>
-__device__ __forceinline__ uint32_t e2m1_pair(uint32_t w) {
-    if constexpr (P == 0) return ((w << 9) & 0x0E000E00u) | ((w << 12) & 0x80008000u);
-    if constexpr (P == 1) return ((w << 5) & 0x0E000E00u) | ((w << 8) & 0x80008000u);
-    if constexpr (P == 2) return ((w << 1) & 0x0E000E00u) | ((w << 4) & 0x80008000u);
-    return ((w >> 3) & 0x0E000E00u) | (w & 0x80008000u);
 }
 
 __device__ __forceinline__ __half2 h2_of(uint32_t u) {
@@ -111,23 +108,7 @@ __device__ __forceinline__ float block_dot_f(const uint4& q, const float* __rest
     return s;
 }
 
-__device__ __forceinline__ float e8m0_f32(uint32_t e) {
-    return e == 0u ? __uint_as_float(0x00400000u) : __uint_as_float(e << 23);
-}
-
 __device__ __forceinline__ uint4 ldg16(const uint8_t* p) { return __ldg(reinterpret_cast<const uint4*>(p)); }
-
-// u16 index of element i in the staged half2 layout.
-__device__ __forceinline__ int64_t staged_index(int64_t i) {
-    const int64_t p = i & 7;
-    return (i & ~int64_t{7}) + (p < 4 ? 2 * p : 2 * (p - 4) + 1);
-}
-
-__device__ __forceinline__ float swiglu(float gate, float up, float limit, float alpha) {
-    const float g = fminf(gate, limit);
-    const float u = fminf(fmaxf(up, -limit), limit);
-    return g / (1.0f + expf(-alpha * g)) * (u + 1.0f);
-}
 
 // Each warp computes whole weight rows; lane l takes the 16-byte blocks g = l, l + 32, ... of a row in
 // that order. A lane's loads of kIt such blocks of every row it holds (and their scale bytes) are issued
@@ -309,15 +290,6 @@ __global__ void __launch_bounds__(kDnPairs* kMaxTopK * 32, 3)
 
 Mx mx_of(const ops::ExpertWeights& e) {
     return {e.blocks, e.scales, static_cast<const float*>(e.bias.data), e.num_experts, e.out, e.in};
-}
-
-// The fixed pre-scale of the SwiGLU output as an f16 operand: |a| <= limit (limit + 1) (the clamps), times
-// 2^sa below 2^14.
-int act_scale_exp(float limit) {
-    const double bound = static_cast<double>(limit) * (static_cast<double>(limit) + 1.0) + 1.0;
-    int e = 0;
-    while (std::ldexp(1.0, e + 1) <= bound) ++e;  // 2^e <= bound < 2^(e+1)
-    return 13 - e;
 }
 
 template <Operand O>

@@ -37,9 +37,17 @@
 
 #include "cuda/cuda_check.h"
 #include "cuda/device_util.cuh"
+#include "cuda/mxfp4.cuh"
 
 namespace volt::cuda {
 namespace {
+
+using mxfp4::act_scale_exp;
+using mxfp4::e2m1_pair;
+using mxfp4::e8m0_f32;
+using mxfp4::pow2f;
+using mxfp4::staged_index;
+using mxfp4::swiglu;
 
 constexpr int kBM = 64, kBN = 128, kBK = 32, kThreads = 128;
 constexpr int kLds = 40;  // halfs per shared-memory row (32 + 8 padding)
@@ -51,33 +59,6 @@ constexpr int kMaxExperts = 1024;
 
 enum class BKind : int { kF16 = 0, kBf16 = 1, kMxfp4 = 2 };
 enum class Epi : int { kDense = 0, kSwiglu = 1, kDown = 2 };
-
-__device__ __forceinline__ float pow2f(int e) { return __int_as_float((127 + e) << 23); }  // |e| <= 126
-
-__device__ __forceinline__ float e8m0_f32(uint32_t e) {
-    return e == 0u ? __uint_as_float(0x00400000u) : __uint_as_float(e << 23);
-}
-
-// Codes (8q+p, 8q+p+4) of word w as an f16x2 whose values are the E2M1 values times 2^-14.
-template <int P>
-__device__ __forceinline__ uint32_t e2m1_pair(uint32_t w) {
-    if constexpr (P == 0) return ((w << 9) & 0x0E000E00u) | ((w << 12) & 0x80008000u);
-    if constexpr (P == 1) return ((w << 5) & 0x0E000E00u) | ((w << 8) & 0x80008000u);
-    if constexpr (P == 2) return ((w << 1) & 0x0E000E00u) | ((w << 4) & 0x80008000u);
-    return ((w >> 3) & 0x0E000E00u) | (w & 0x80008000u);
-}
-
-// Where element i of a row goes in staged order (pairs (8q+p, 8q+p+4) adjacent).
-__device__ __forceinline__ int64_t staged_index(int64_t i) {
-    const int64_t p = i & 7;
-    return (i & ~int64_t{7}) + (p < 4 ? 2 * p : 2 * (p - 4) + 1);
-}
-
-__device__ __forceinline__ float swiglu(float gate, float up, float limit, float alpha) {
-    const float g = fminf(gate, limit);
-    const float u = fminf(fmaxf(up, -limit), limit);
-    return g / (1.0f + expf(-alpha * g)) * (u + 1.0f);
-}
 
 __device__ __forceinline__ void ldmatrix_x4(uint32_t* r, const void* p) {
 #ifdef VOLT_GEMM_MMA
@@ -448,14 +429,6 @@ void launch_gemm(const GemmParams& p, unsigned grid_x, const Launch& ctx) {
     VOLT_CHECK(grid_x > 0 && grid_x <= 2147483647u && grid_y <= 65535u) << grid_x << " x " << grid_y;
     gemm_kernel<kB, kE, BM><<<dim3(grid_x, grid_y), kThreads, 0, ctx.stream>>>(p);
     VOLT_CUDA_CHECK_LAUNCH();
-}
-
-// Experts' f16 activation scale: as experts_gemv.cu's act_scale_exp (|a| <= limit (limit + 1)).
-int act_scale_exp(float limit) {
-    const double bound = static_cast<double>(limit) * (static_cast<double>(limit) + 1.0) + 1.0;
-    int e = 0;
-    while (std::ldexp(1.0, e + 1) <= bound) ++e;
-    return 13 - e;
 }
 
 }  // namespace
