@@ -23,7 +23,8 @@ tot = collections.Counter(); cnt = collections.Counter()
 for r in data:
     try: v = float(r[vi].replace(",", ""))
     except: continue
-    unit = r[ui]; v = v / 1000 if unit == "nsecond" else v if unit == "usecond" else v * 1000
+    unit = r[ui]  # ncu writes ns / us / ms (older versions nsecond / usecond / msecond)
+    v *= {"ns": 1e-3, "nsecond": 1e-3, "us": 1.0, "usecond": 1.0, "ms": 1e3, "msecond": 1e3}[unit]
     name = re.sub(r"\(.*", "", r[ki])[:70]
     tot[name] += v; cnt[name] += 1
 all_us = sum(tot.values())
