@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "core/check.h"
+#include "core/logging.h"
 
 namespace volt::cpu {
 
@@ -13,6 +14,15 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 }  // namespace
+
+HostExpertsRunner::~HostExpertsRunner() {
+    if (stats_.calls == 0) return;
+    spdlog::info(
+        "offload: {} experts calls on the CPU ({}): {:.2f} GB of expert weights read in {:.3f} s of kernel "
+        "({:.1f} GB/s), {:.3f} s with the copies to and from the device",
+        stats_.calls, isa_name(isa_), stats_.bytes / 1e9, stats_.kernel_s,
+        stats_.kernel_s > 0 ? stats_.bytes / 1e9 / stats_.kernel_s : 0.0, stats_.total_s);
+}
 
 void* HostExpertsRunner::staging(int slot, ops::Backend& primary, int64_t bytes) {
     Host& h = host_[slot];

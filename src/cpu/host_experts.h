@@ -21,6 +21,8 @@ namespace volt::cpu {
 class HostExpertsRunner final : public ops::HostExperts {
   public:
     explicit HostExpertsRunner(Isa isa = best_isa()) : isa_(isa) {}
+    // Logs the totals (stats()) once, when there were calls: where an offloaded step's time went.
+    ~HostExpertsRunner() override;
     Status run(ops::Backend& primary, const ops::ExpertsArgs& a) override;
 
     // Totals since creation: calls, bytes of expert weights read (experts_fast.h expert_bytes_read), and

@@ -215,9 +215,12 @@ Result<std::unique_ptr<Executor>> make_executor(const EngineFlags& f,
             return unimplemented(
                 "--cpu-offload-experts / --cpu-offload-gb with --tensor-parallel-size or "
                 "--pipeline-parallel-size > 1: not built yet (one rank only)");
-        spdlog::info("offload: {}; their experts op runs on the CPU ({}, {} threads){}", offload.describe(),
-                     cpu::isa_name(cpu::best_isa()), cpu_thread_pool().num_threads(),
-                     f.device.device == "cuda" ? ", decode steps run eagerly (no CUDA graphs)" : "");
+        spdlog::info(
+            "offload: {}; their experts op runs on the CPU ({}, {} threads, host read bandwidth {:.1f} GB/s "
+            "measured now){}",
+            offload.describe(), cpu::isa_name(cpu::best_isa()), cpu_thread_pool().num_threads(),
+            cpu::measure_host_read_gbps(int64_t{1} << 30, 3),
+            f.device.device == "cuda" ? "; decode steps run eagerly (no CUDA graphs)" : "");
     }
     if (f.parallel.world_size() > 1) {
         VOLT_RETURN_IF_ERROR(model::check_parallel(weights->config, f.parallel));
