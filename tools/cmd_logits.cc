@@ -41,6 +41,7 @@ void register_logits(CLI::App& app) {
     auto device = std::make_shared<executor::DeviceOptions>();
     auto kv_f16 = std::make_shared<bool>(false);
     auto parallel = std::make_shared<model::ParallelConfig>();
+    auto offload = std::make_shared<std::string>();
     cmd->add_option("--model", *model, "checkpoint directory")->required();
     cmd->add_option("--prompt-ids", *ids, "comma-separated token ids, e.g. 1,2,3")->required();
     cmd->add_option("--start-pos", *start, "RoPE position of the first token")->capture_default_str();
@@ -55,11 +56,15 @@ void register_logits(CLI::App& app) {
                     "pipeline stages the layers are split over")
         ->check(CLI::PositiveNumber)
         ->capture_default_str();
+    cmd->add_option(
+        "--cpu-offload-experts", *offload,
+        "the experts of these layers stay in host memory and run on the CPU: N (the last N), all, "
+        "or a list such as 0,5,20-23 (one process, TP = PP = 1)");
     add_device_flags(cmd, device.get());
     cmd->callback([=] {
         const std::vector<int32_t> prompt = parse_id_list(*ids);
         if (prompt.empty()) throw CLI::ValidationError("--prompt-ids", "no ids given");
-        ForwardSession session = open_forward_or_exit(*model, *device, *parallel);
+        ForwardSession session = open_forward_or_exit(*model, *device, *parallel, *offload);
         const int64_t V = session.host->config.vocab_size;
         for (int32_t id : prompt) {
             if (id >= V) {

@@ -5,7 +5,9 @@
 #include <cstdlib>
 
 #include "core/logging.h"
+#include "cpu/host_experts.h"
 #include "cpu/tcp_communicator.h"
+#include "model/offload.h"
 #include "model/sequence_runner.h"
 #include "model/shard.h"
 
@@ -72,11 +74,18 @@ ForwardSession open_process_rank(ForwardSession s, const executor::DeviceOptions
 }
 
 ForwardSession open_forward_or_exit(const std::string& model_dir, const executor::DeviceOptions& device,
-                                    const model::ParallelConfig& parallel) {
+                                    const model::ParallelConfig& parallel,
+                                    const std::string& offload_experts) {
     ForwardSession s;
     auto weights = model::load_model(model_dir);
     if (!weights.is_ok()) fail(weights.status());
     s.host = std::move(*weights);
+    auto offload = model::plan_offload(*s.host, {offload_experts});
+    if (!offload.is_ok()) fail(offload.status());
+    if (offload->any() && (parallel.world_size() > 1 || (std::getenv("WORLD_SIZE") != nullptr &&
+                                                         std::atoi(std::getenv("WORLD_SIZE")) > 1)))
+        fail(unimplemented("--cpu-offload-experts with tensor or pipeline parallelism: not built yet"));
+    if (offload->any()) spdlog::info("offload: {}", offload->describe());
     if (const char* ws = std::getenv("WORLD_SIZE"); ws != nullptr && std::atoi(ws) > 1)
         return open_process_rank(std::move(s), device, parallel, std::atoi(ws));
     if (parallel.world_size() > 1) {
@@ -92,10 +101,14 @@ ForwardSession open_forward_or_exit(const std::string& model_dir, const executor
     auto backend = executor::make_backend(device);
     if (!backend.is_ok()) fail(backend.status());
     s.backend = std::move(*backend);
-    auto placed = model::place_model(s.host, *s.backend);
+    auto placed = model::place_model(s.host, *s.backend, offload->layers);
     if (!placed.is_ok()) fail(placed.status());
     s.placed = std::move(*placed);
     s.forward = std::make_unique<model::Forward>(s.placed, *s.backend);
+    if (offload->any()) {
+        s.host_experts = std::make_unique<cpu::HostExpertsRunner>();
+        s.forward->set_host_experts(s.host_experts.get());
+    }
     return s;
 }
 

@@ -18,6 +18,7 @@ namespace volt::tools {
 struct ForwardSession {
     std::shared_ptr<const model::ModelWeights> host;
     std::unique_ptr<ops::Backend> backend;
+    std::unique_ptr<ops::HostExperts> host_experts;  // --cpu-offload-experts (after backend, before forward)
     std::shared_ptr<const model::PlacedModel> placed;
     std::unique_ptr<model::Forward> forward;
     std::unique_ptr<executor::RankGroup> ranks;
@@ -41,8 +42,10 @@ struct ForwardSession {
 // cannot be split so). With WORLD_SIZE > 1 in the environment (torchrun's variables, every process
 // started with the same command line) this process is rank RANK of WORLD_SIZE = tp x pp processes, rank 0
 // listening on MASTER_ADDR:MASTER_PORT; tp and pp both > 1 across processes is refused (not yet).
+// offload_experts: --cpu-offload-experts (model/offload.h; whole model only, else refused).
 ForwardSession open_forward_or_exit(const std::string& model_dir, const executor::DeviceOptions& device,
-                                    const model::ParallelConfig& parallel = {});
+                                    const model::ParallelConfig& parallel = {},
+                                    const std::string& offload_experts = "");
 
 // Adds --device, --dtype and --cuda-kernels to a subcommand.
 void add_device_flags(CLI::App* cmd, executor::DeviceOptions* device);

@@ -37,9 +37,11 @@ BackendExecutor::BackendExecutor(std::shared_ptr<const model::ModelWeights> weig
 
 Status BackendExecutor::make_ranks(const model::ParallelConfig& parallel, const BackendFactory& make_backend,
                                    const ops::CommunicatorOptions& comm_options,
-                                   const CommFactory& make_comms) {
-    VOLT_ASSIGN_OR_RETURN(group_,
-                          RankGroup::create(weights_, parallel, make_backend, comm_options, make_comms));
+                                   const CommFactory& make_comms, const std::vector<bool>& experts_on_host) {
+    VOLT_ASSIGN_OR_RETURN(group_, RankGroup::create(weights_, parallel, make_backend, comm_options,
+                                                    make_comms, experts_on_host));
+    experts_offloaded_ =
+        std::find(experts_on_host.begin(), experts_on_host.end(), true) != experts_on_host.end();
     states_.clear();
     states_.resize(group_->size());
     return Status::ok();
@@ -47,11 +49,12 @@ Status BackendExecutor::make_ranks(const model::ParallelConfig& parallel, const 
 
 Result<std::unique_ptr<BackendExecutor>> BackendExecutor::create(
     std::shared_ptr<const model::ModelWeights> weights, std::unique_ptr<ops::Backend> backend,
-    ops::Format kv_format, int max_in_flight) {
+    ops::Format kv_format, int max_in_flight, const std::vector<bool>& experts_on_host) {
     std::unique_ptr<BackendExecutor> ex(new BackendExecutor(std::move(weights), kv_format, max_in_flight));
     auto held = std::make_shared<std::unique_ptr<ops::Backend>>(std::move(backend));
-    VOLT_RETURN_IF_ERROR(
-        ex->make_ranks({}, [held](int) { return Result<std::unique_ptr<ops::Backend>>(std::move(*held)); }));
+    VOLT_RETURN_IF_ERROR(ex->make_ranks(
+        {}, [held](int) { return Result<std::unique_ptr<ops::Backend>>(std::move(*held)); }, {},
+        thread_communicators, experts_on_host));
     return ex;
 }
 
@@ -412,8 +415,8 @@ void pad_decode_step(const model::HostStep& s, int64_t rows, const int64_t width
 }  // namespace
 
 bool BackendExecutor::graph_eligible(const StepBatch& b) const {
-    if (enforce_eager_ || graphs_failed_ || capture_sizes_.empty() || group_->size() != 1 ||
-        !group_->rank(0).backend->has_graphs())
+    if (enforce_eager_ || experts_offloaded_ || graphs_failed_ || capture_sizes_.empty() ||
+        group_->size() != 1 || !group_->rank(0).backend->has_graphs())
         return false;
     if (b.num_tokens != b.num_seqs || b.num_tokens > capture_sizes_.back() || b.num_tokens <= 0) return false;
     if (static_cast<int64_t>(b.logits_rows.size()) != b.num_seqs) return false;

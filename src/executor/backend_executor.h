@@ -30,11 +30,14 @@ namespace volt::executor {
 
 class BackendExecutor : public SyncExecutor {
   public:
-    // Places `weights` on `backend`. kv_format: f32 (the reference) or f16. Errors: placement's (no
-    // memory for the weights, a format the backend does not read).
+    // Places `weights` on `backend`, except the experts of the layers `experts_on_host` marks
+    // ([num_hidden_layers] or empty: CPU expert offload, model/offload.h), which stay in host memory and
+    // run on the CPU. kv_format: f32 (the reference) or f16. Errors: placement's (no memory for the
+    // weights, a format the backend does not read).
     static Result<std::unique_ptr<BackendExecutor>> create(std::shared_ptr<const model::ModelWeights> weights,
                                                            std::unique_ptr<ops::Backend> backend,
-                                                           ops::Format kv_format, int max_in_flight = 1);
+                                                           ops::Format kv_format, int max_in_flight = 1,
+                                                           const std::vector<bool>& experts_on_host = {});
     // tp x pp ranks, rank i on make_backend(i). Errors: model::check_parallel's refusal (TP not dividing
     // the KV heads, PP above the layer count), placement's.
     static Result<std::unique_ptr<BackendExecutor>> create_parallel(
@@ -43,6 +46,8 @@ class BackendExecutor : public SyncExecutor {
         const ops::CommunicatorOptions& comm_options = {},
         const CommFactory& make_comms = thread_communicators);
 
+    // The host weights the executor was made from (before placement).
+    const model::ModelWeights& host_weights() const { return *weights_; }
     engine::ExecutorInfo info() const override;
     int64_t bytes_per_block(int64_t block_size, int group) const override;
     engine::ExecutorMemory memory() const override;
@@ -55,7 +60,8 @@ class BackendExecutor : public SyncExecutor {
     // KV pools. The workspace is kept for init_cache. Errors: out of memory, the step's.
     Status profile(const engine::CacheConfig& config);
 
-    // CUDA graphs for decode steps (vLLM's default; --enforce-eager turns them off). A decode step (one
+    // CUDA graphs for decode steps (vLLM's default; --enforce-eager turns them off; never with CPU expert
+    // offload, whose experts op copies to and from the host inside the step). A decode step (one
     // token and one sample row per sequence, TP = PP = 1, no trace) of S sequences runs as the graph of
     // the smallest capture size B >= S: rows S..B-1 are padding (token 0 at position 0, no KV slot,
     // context 0, empty block tables: they write no KV and their attention is the sink's alone, 0), block
@@ -94,7 +100,8 @@ class BackendExecutor : public SyncExecutor {
     // Shards and places the model over the ranks (RankGroup::create).
     Status make_ranks(const model::ParallelConfig& parallel, const BackendFactory& make_backend,
                       const ops::CommunicatorOptions& comm_options = {},
-                      const CommFactory& make_comms = thread_communicators);
+                      const CommFactory& make_comms = thread_communicators,
+                      const std::vector<bool>& experts_on_host = {});
     Status run(const engine::StepBatch& batch, engine::StepResult* result) override;
 
   private:
@@ -144,7 +151,8 @@ class BackendExecutor : public SyncExecutor {
         uint64_t epoch = 0;          // the backend's scratch_epoch() then
     };
     bool enforce_eager_ = false;
-    bool graphs_failed_ = false;  // a capture failed other than by scratch growth: eager from then on
+    bool experts_offloaded_ = false;  // some layer's experts run on the CPU: no graphs
+    bool graphs_failed_ = false;      // a capture failed other than by scratch growth: eager from then on
     std::vector<int64_t> capture_sizes_;
     int64_t max_model_len_ = 0, block_size_ = 16;
     std::map<std::array<int64_t, 4>, CapturedStep> graphs_;  // (rows, context bucket, widths of the tables)

@@ -6,6 +6,8 @@
 #include <map>
 
 #include "core/logging.h"
+#include "core/thread_pool.h"
+#include "cpu/experts_fast.h"
 #include "executor/backend_executor.h"
 #include "executor/cpu_executor.h"
 #include "executor/scripted_executor.h"
@@ -85,6 +87,13 @@ void add_engine_flags(CLI::App* app, EngineFlags* f) {
                     "auto, safetensors, or dummy (random weights, any config)")
         ->check(CLI::IsMember({"auto", "safetensors", "dummy"}))
         ->capture_default_str();
+    app->add_option("--cpu-offload-experts", f->cpu_offload_experts,
+                    "the experts of these layers stay in host memory and run on the CPU: N (the last N "
+                    "layers), all, or a list of indices and ranges such as 0,5,20-23");
+    app->add_option("--cpu-offload-gb", f->cpu_offload_gb,
+                    "GiB of expert weights to keep in host memory and run on the CPU, taken from the last "
+                    "layers (vLLM's flag; 0: none)")
+        ->capture_default_str();
     app->add_option("--quantization", f->quantization,
                     "awq, int8 or mxfp4: must match the checkpoint's quantization_config (which decides)");
 }
@@ -126,6 +135,12 @@ Status check_engine_flags(const EngineFlags& f) {
         return invalid_argument("--executor scripted needs --script FILE");
     if (f.executor != "scripted" && !f.script.empty())
         return invalid_argument("--script is read only with --executor scripted");
+    if (!(f.cpu_offload_gb >= 0))
+        return invalid_argument("--cpu-offload-gb " + std::to_string(f.cpu_offload_gb) + " GiB must be >= 0");
+    if (!f.cpu_offload_experts.empty() && f.cpu_offload_gb > 0)
+        return invalid_argument("give --cpu-offload-experts or --cpu-offload-gb, not both");
+    if ((!f.cpu_offload_experts.empty() || f.cpu_offload_gb > 0) && f.executor == "scripted")
+        return invalid_argument("--cpu-offload-experts / --cpu-offload-gb need a model (--executor cpu)");
     if (!(f.swap_space_gib >= 0))
         return invalid_argument("--swap-space " + std::to_string(f.swap_space_gib) + " GiB must be >= 0");
     return Status::ok();
@@ -134,9 +149,11 @@ Status check_engine_flags(const EngineFlags& f) {
 namespace {
 std::string gib(int64_t bytes) { return io::format_bytes(static_cast<double>(bytes)); }
 
+}  // namespace
+
 // vLLM's sizing: the instance may use utilization x total; what the weights, the CUDA context and the
 // profiled activations already use comes off it; the rest is the KV cache.
-Status plan_gpu_memory(const EngineFlags& f, BackendExecutor& ex, EngineConfig* config) {
+Status plan_device_memory(const EngineFlags& f, BackendExecutor& ex, EngineConfig* config) {
     engine::CacheConfig cc;
     cc.block_size = config->block_size;
     cc.max_num_seqs = config->max_num_seqs;
@@ -154,6 +171,9 @@ Status plan_gpu_memory(const EngineFlags& f, BackendExecutor& ex, EngineConfig* 
         "processes) + {} peak activations of a {}-token step",
         gib(m.total_bytes), f.gpu_memory_utilization, gib(limit), gib(used - activations), gib(activations),
         cc.max_num_batched_tokens);
+    if (auto plan = offload_plan(f, ex.host_weights()); plan.is_ok() && plan->any())
+        spdlog::info("memory: {} are not on the device (not in use above): the KV cache gets them",
+                     plan->describe());
     if (f.kv_cache_memory_bytes_set) return Status::ok();
     // Headroom for what the profiling step cannot bring to its peak: buffers sized by context length
     // (the split-KV partials of long decode rows), the sample op's per-row lists, the allocator's
@@ -175,7 +195,10 @@ Status plan_gpu_memory(const EngineFlags& f, BackendExecutor& ex, EngineConfig* 
                  f.gpu_memory_utilization, gib(headroom));
     return Status::ok();
 }
-}  // namespace
+
+Result<model::OffloadPlan> offload_plan(const EngineFlags& f, const model::ModelWeights& w) {
+    return model::plan_offload(w, {f.cpu_offload_experts, f.cpu_offload_gb});
+}
 
 Result<std::unique_ptr<Executor>> make_executor(const EngineFlags& f,
                                                 std::shared_ptr<const model::ModelWeights> weights,
@@ -186,6 +209,19 @@ Result<std::unique_ptr<Executor>> make_executor(const EngineFlags& f,
         return std::unique_ptr<Executor>(std::move(ex));
     }
     if (!weights) return invalid_argument("--executor cpu needs a model");
+    VOLT_ASSIGN_OR_RETURN(const model::OffloadPlan offload, offload_plan(f, *weights));
+    if (offload.any()) {
+        if (f.parallel.world_size() > 1)
+            return unimplemented(
+                "--cpu-offload-experts / --cpu-offload-gb with --tensor-parallel-size or "
+                "--pipeline-parallel-size > 1: not built yet (one rank only)");
+        spdlog::info(
+            "offload: {}; their experts op runs on the CPU ({}, {} threads, host read bandwidth {:.1f} GB/s "
+            "measured now){}",
+            offload.describe(), cpu::isa_name(cpu::best_isa()), cpu_thread_pool().num_threads(),
+            cpu::measure_host_read_gbps(int64_t{1} << 30, 3),
+            f.device.device == "cuda" ? "; decode steps run eagerly (no CUDA graphs)" : "");
+    }
     if (f.parallel.world_size() > 1) {
         VOLT_RETURN_IF_ERROR(model::check_parallel(weights->config, f.parallel));
         if (f.device.device != "cpu")
@@ -203,13 +239,14 @@ Result<std::unique_ptr<Executor>> make_executor(const EngineFlags& f,
     }
     if (f.device.device == "cuda") {
         VOLT_ASSIGN_OR_RETURN(auto backend, make_backend(f.device));
-        VOLT_ASSIGN_OR_RETURN(auto ex,
-                              BackendExecutor::create(weights, std::move(backend), ops::Format::kF16));
+        VOLT_ASSIGN_OR_RETURN(auto ex, BackendExecutor::create(weights, std::move(backend), ops::Format::kF16,
+                                                               1, offload.layers));
         ex->set_enforce_eager(f.enforce_eager);
-        if (config) VOLT_RETURN_IF_ERROR(plan_gpu_memory(f, *ex, config));
+        if (config) VOLT_RETURN_IF_ERROR(plan_device_memory(f, *ex, config));
         return std::unique_ptr<Executor>(std::move(ex));
     }
-    return std::unique_ptr<Executor>(std::make_unique<CpuExecutor>(std::move(weights)));
+    return std::unique_ptr<Executor>(
+        std::make_unique<CpuExecutor>(std::move(weights), ops::Format::kF32, 1, offload.layers));
 }
 
 }  // namespace volt::executor

@@ -7,7 +7,8 @@
 // --embedding-in-host-memory,
 // --enforce-eager, --gpu-memory-utilization,
 // --load-format auto|safetensors|dummy, --tensor-parallel-size, --pipeline-parallel-size,
-// --collective-timeout (docs/parallel.md). --dtype stays each command's own (serve takes vLLM's spellings).
+// --collective-timeout (docs/parallel.md), --cpu-offload-experts and --cpu-offload-gb (CPU expert offload,
+// model/offload.h). --dtype stays each command's own (serve takes vLLM's spellings).
 // Tests: tests/unit/executor/engine_flags_test.cc; on the GPU scripts/gpu/serve.sh.
 #pragma once
 
@@ -18,6 +19,7 @@
 #include "core/status.h"
 #include "engine/engine.h"
 #include "executor/backend_factory.h"
+#include "model/offload.h"
 #include "model/shard.h"
 #include "model/weights.h"
 
@@ -25,6 +27,7 @@ namespace volt::executor {
 
 using engine::EngineConfig;
 using engine::Executor;
+class BackendExecutor;
 
 struct EngineFlags {
     EngineConfig config;
@@ -40,6 +43,8 @@ struct EngineFlags {
     model::ParallelConfig parallel;          // --tensor-parallel-size, --pipeline-parallel-size
     double collective_timeout_s = 300.0;     // --collective-timeout: the communicators' watchdog
     std::string quantization;                // --quantization: must match the checkpoint ("": any)
+    std::string cpu_offload_experts;  // --cpu-offload-experts: N, all, or a layer list (model/offload.h)
+    double cpu_offload_gb = 0.0;      // --cpu-offload-gb: GiB of experts (last layers) on the host
 };
 
 // --quantization against the checkpoint's config: "" or the checkpoint's own method (awq, int8, mxfp4)
@@ -62,6 +67,18 @@ Status check_engine_flags(const EngineFlags& flags);
 Result<std::unique_ptr<Executor>> make_executor(const EngineFlags& flags,
                                                 std::shared_ptr<const model::ModelWeights> weights,
                                                 EngineConfig* config = nullptr);
+
+// The layers whose experts stay in host memory and run on the CPU (--cpu-offload-experts,
+// --cpu-offload-gb; model::plan_offload's errors), for `weights`.
+Result<model::OffloadPlan> offload_plan(const EngineFlags& flags, const model::ModelWeights& weights);
+
+// vLLM's sizing of the KV cache on a device (what make_executor does with --device cuda and a config):
+// BackendExecutor::profile, then config->kv_cache_memory_bytes = gpu_memory_utilization x total - in use
+// - headroom (max(256 MiB, 1% of the allowed share)), unless --kv-cache-memory-bytes was given. In use is
+// what the device reports after placement and profiling: expert weights kept in host memory
+// (--cpu-offload-*) were never placed, so they are not in it and the KV cache gets their bytes.
+// Errors: the profiling step's; kResourceExhausted naming both numbers when nothing is left.
+Status plan_device_memory(const EngineFlags& flags, BackendExecutor& executor, EngineConfig* config);
 
 // The model the flags name: model::load_model_as(dir, flags.load_format).
 Result<std::shared_ptr<const model::ModelWeights>> load_weights(const EngineFlags& flags,

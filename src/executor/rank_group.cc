@@ -1,11 +1,13 @@
 #include "executor/rank_group.h"
 
+#include <algorithm>
 #include <condition_variable>
 #include <mutex>
 #include <thread>
 
 #include "core/check.h"
 #include "core/logging.h"
+#include "cpu/host_experts.h"
 #include "cpu/thread_communicator.h"
 
 namespace volt::executor {
@@ -44,7 +46,8 @@ Result<std::unique_ptr<RankGroup>> RankGroup::create(std::shared_ptr<const model
                                                      const model::ParallelConfig& p,
                                                      const BackendFactory& make_backend,
                                                      const ops::CommunicatorOptions& comm_options,
-                                                     const CommFactory& make_comms) {
+                                                     const CommFactory& make_comms,
+                                                     const std::vector<bool>& experts_on_host) {
     VOLT_RETURN_IF_ERROR(model::check_parallel(weights->config, p));
     std::unique_ptr<RankGroup> g(new RankGroup());
     g->parallel_ = p;
@@ -67,8 +70,12 @@ Result<std::unique_ptr<RankGroup>> RankGroup::create(std::shared_ptr<const model
         } else {
             VOLT_ASSIGN_OR_RETURN(r->shard, model::shard_weights(weights, p, r->tp_rank, r->pp_rank));
         }
-        VOLT_ASSIGN_OR_RETURN(auto placed, model::place_model(r->shard, *r->backend));
+        VOLT_ASSIGN_OR_RETURN(auto placed, model::place_model(r->shard, *r->backend, experts_on_host));
         r->forward = std::make_unique<model::Forward>(std::move(placed), *r->backend);
+        if (std::find(experts_on_host.begin(), experts_on_host.end(), true) != experts_on_host.end()) {
+            r->host_experts = std::make_unique<cpu::HostExpertsRunner>();
+            r->forward->set_host_experts(r->host_experts.get());
+        }
         if (p.world_size() > 1) {
             r->tp_comm = std::move(comms.tp[i]);
             r->pp_comm = std::move(comms.pp[i]);

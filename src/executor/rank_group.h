@@ -21,6 +21,9 @@ namespace volt::executor {
 struct Rank {
     int index = 0, tp_rank = 0, pp_rank = 0;
     std::unique_ptr<ops::Backend> backend;
+    // The CPU expert runner of the layers whose experts stay in host memory (null: none); before
+    // `forward`, which points to it, and after `backend`, whose memory its staging is.
+    std::unique_ptr<ops::HostExperts> host_experts;
     std::shared_ptr<const model::ModelWeights> shard;
     std::unique_ptr<model::Forward> forward;
     std::unique_ptr<ops::Communicator> tp_comm, pp_comm;
@@ -43,13 +46,16 @@ Result<CommSet> thread_communicators(const model::ParallelConfig& p, const ops::
 
 class RankGroup {
   public:
-    // Shards `weights` (check_parallel's refusals), places every shard on make_backend(i). Errors: the
-    // refusal, the backends' and placement's.
+    // Shards `weights` (check_parallel's refusals), places every shard on make_backend(i); the experts
+    // of the layers `experts_on_host` marks ([num_hidden_layers] or empty; model/offload.h) stay in host
+    // memory and run on the CPU (cpu::HostExpertsRunner). Errors: the refusal, the backends' and
+    // placement's.
     static Result<std::unique_ptr<RankGroup>> create(std::shared_ptr<const model::ModelWeights> weights,
                                                      const model::ParallelConfig& parallel,
                                                      const BackendFactory& make_backend,
                                                      const ops::CommunicatorOptions& comm_options = {},
-                                                     const CommFactory& make_comms = thread_communicators);
+                                                     const CommFactory& make_comms = thread_communicators,
+                                                     const std::vector<bool>& experts_on_host = {});
     ~RankGroup();
 
     int size() const { return static_cast<int>(ranks_.size()); }

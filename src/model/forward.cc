@@ -234,15 +234,24 @@ Status Forward::run(const ForwardBatch& b, const std::vector<ops::KvLayer>& kv, 
                                  .swiglu_limit = static_cast<float>(c.swiglu_limit),
                                  .swiglu_alpha = static_cast<float>(c.swiglu_alpha),
                                  .prompt_rows = b.num_prompt_rows};
+        // Experts kept in host memory (CPU expert offload) run on the host; the sum lands in the same place.
+        const bool on_host = model_->experts_on_host_at(l);
+        VOLT_CHECK(!on_host || host_experts_ != nullptr)
+            << "layer " << l << ": host experts without a runner";
+        auto run_experts = [&]() -> Status {
+            if (on_host) return host_experts_->run(backend_, experts);
+            backend_.experts_residual(experts);
+            return Status::ok();
+        };
         if (tp) {
             // All-reduce 2: this rank's intermediate units' share of the experts (+ b2 on rank 0 only). A
             // rank whose shard has no unit (TP past the block count) contributes zeros.
             backend_.fill(ws.o, 0, T * H * static_cast<int64_t>(sizeof(float)));
             experts.out = ws.o;
-            if (w.down.in > 0) backend_.experts_residual(experts);
+            if (w.down.in > 0) VOLT_RETURN_IF_ERROR(run_experts());
             VOLT_RETURN_IF_ERROR(reduce_into_x());
         } else {
-            backend_.experts_residual(experts);
+            VOLT_RETURN_IF_ERROR(run_experts());
         }
         trace("resid_mlp", l, ws.x, T, H);
     }

@@ -15,6 +15,7 @@
 
 #include "model/placed_model.h"
 #include "ops/communicator.h"
+#include "ops/host_experts.h"
 #include "ops/ops.h"
 
 namespace volt::model {
@@ -127,6 +128,10 @@ class Forward {
 
     // A shard's communicators (before the first run).
     void set_comm(ForwardComm comm) { comm_ = comm; }
+    // Runs the experts op of the layers the placed model keeps on the host (PlacedModel::experts_on_host;
+    // CPU expert offload). Required (checked) when there are such layers; not owned.
+    void set_host_experts(ops::HostExperts* host) { host_experts_ = host; }
+    const PlacedModel& placed() const { return *model_; }
 
     // Runs one step; calls on_logits for each chunk of logits rows (a sharded model: only on tp rank 0 of
     // the last pipeline stage, with the gathered logits of the whole vocabulary). Every rank of a sharded
@@ -143,6 +148,7 @@ class Forward {
     ops::Backend& backend_;
     TraceFn trace_;
     ForwardComm comm_;
+    ops::HostExperts* host_experts_ = nullptr;
     std::vector<float> trace_host_;
 };
 

@@ -1,11 +1,15 @@
 #include "model/placed_model.h"
 
+#include <string>
+
+#include "core/check.h"
 #include "model/rope.h"
 
 namespace volt::model {
 
 Result<std::shared_ptr<const PlacedModel>> place_model(std::shared_ptr<const ModelWeights> host,
-                                                       ops::Backend& backend) {
+                                                       ops::Backend& backend,
+                                                       const std::vector<bool>& experts_on_host) {
     auto m = std::make_shared<PlacedModel>();
     const ModelWeights& h = *host;
     ModelWeights& w = m->weights;
@@ -32,6 +36,17 @@ Result<std::shared_ptr<const PlacedModel>> place_model(std::shared_ptr<const Mod
         VOLT_ASSIGN_OR_RETURN(pl.post_attention_layernorm,
                               backend.place_vector(hl.post_attention_layernorm, owned));
         VOLT_ASSIGN_OR_RETURN(pl.router, backend.place_dense(hl.router, ops::WeightRole::kRouter, owned));
+        if (l < experts_on_host.size() && experts_on_host[l]) {
+            for (const ops::ExpertWeights* e : {&hl.gate_up, &hl.down})
+                if (e->format != ops::Format::kMxfp4 && e->format != ops::Format::kBf16 &&
+                    e->format != ops::Format::kF16)
+                    return unimplemented(
+                        std::string("CPU expert offload reads MXFP4 or bf16/f16 experts, not ") +
+                        ops::format_name(e->format));
+            pl.gate_up = hl.gate_up;  // host memory: the loader's view (the checkpoint's mmap)
+            pl.down = hl.down;
+            continue;
+        }
         VOLT_ASSIGN_OR_RETURN(pl.gate_up, backend.place_experts(hl.gate_up, owned));
         VOLT_ASSIGN_OR_RETURN(pl.down, backend.place_experts(hl.down, owned));
     }
@@ -47,6 +62,10 @@ Result<std::shared_ptr<const PlacedModel>> place_model(std::shared_ptr<const Mod
     m->inv_freq = table.as<float>();
     m->mscale = rope.mscale;
     m->buffers.push_back(std::move(table));
+    if (!experts_on_host.empty()) {
+        VOLT_CHECK_EQ(static_cast<int64_t>(experts_on_host.size()), h.config.num_hidden_layers);
+        m->experts_on_host = experts_on_host;
+    }
     m->host = std::move(host);
     return std::shared_ptr<const PlacedModel>(std::move(m));
 }

@@ -39,8 +39,12 @@ constexpr VllmFlag kFlags[] = {
      "ignored: there is no torch.compile here"},
     {"--config", "", A::kValue, S::kRejected, O::kVllm, false,
      "YAML config files are not read; pass the flags on the command line"},
-    {"--cpu-offload-gb", "", A::kValue, S::kRejected, O::kVllm, false,
-     "weight offloading to CPU memory is not implemented"},
+    {"--cpu-offload-experts", "", A::kValue, S::kHonoured, O::kVoltllm, false,
+     "the experts of the last N layers (or `all`, or a list such as 0,5,20-23) stay in host memory and run "
+     "on the CPU (llama.cpp's --n-cpu-moe); the KV cache gets their device memory"},
+    {"--cpu-offload-gb", "", A::kValue, S::kHonoured, O::kVllm, false,
+     "GiB of weights in host memory: here expert weights of the last layers until at least that much, run "
+     "on the CPU (vLLM streams any weights to the GPU instead)"},
     {"--cuda-kernels", "", A::kValue, S::kHonoured, O::kVoltllm, false,
      "auto, or sm70: the Volta (sm_70) kernels and no cuBLAS on any GPU (what a V100 runs; for checks)"},
     {"--data-parallel-size", "-dp", A::kValue, S::kRejected, O::kVllm, false,

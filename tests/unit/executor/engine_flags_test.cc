@@ -8,6 +8,11 @@
 #include <filesystem>
 #include <fstream>
 
+#include "executor/backend_executor.h"
+#include "model/counting_backend.h"
+#include "model/offload.h"
+#include "model/random_model.h"
+
 namespace volt::executor {
 namespace {
 
@@ -177,6 +182,70 @@ TEST(EngineFlagsTest, ScriptedExecutorReplaysTheFile) {
     missing.executor = "scripted";
     missing.script = "/nonexistent/script.json";
     EXPECT_EQ(make_executor(missing, nullptr).status().code(), StatusCode::kNotFound);
+}
+
+// --cpu-offload-experts / --cpu-offload-gb parse, refuse nonsense at the flags (negative, both at once,
+// the scripted executor), reach the executor (the placed model keeps those layers' experts on the host),
+// and refuse what the model cannot take (a layer count above its layers).
+TEST(CpuOffload, FlagsReachTheExecutor) {
+    EngineFlags f;
+    ASSERT_TRUE(parse({"--cpu-offload-experts", "0,2-3"}, &f).is_ok());
+    EXPECT_EQ(f.cpu_offload_experts, "0,2-3");
+    EngineFlags g;
+    ASSERT_TRUE(parse({"--cpu-offload-gb", "1.5"}, &g).is_ok());
+    EXPECT_EQ(g.cpu_offload_gb, 1.5);
+    EngineFlags bad;
+    EXPECT_FALSE(parse({"--cpu-offload-gb", "-2"}, &bad).is_ok());
+    EngineFlags both;
+    EXPECT_FALSE(parse({"--cpu-offload-gb", "1", "--cpu-offload-experts", "2"}, &both).is_ok());
+
+    auto w = model::testing::random_model(model::testing::small_config(4), 3);
+    auto ex = make_executor(f, w);
+    ASSERT_TRUE(ex.is_ok()) << ex.status().to_string();
+    auto* be = dynamic_cast<BackendExecutor*>(ex->get());
+    ASSERT_NE(be, nullptr);
+    const model::PlacedModel& placed = be->forward().placed();
+    EXPECT_EQ(placed.experts_on_host, (std::vector<bool>{true, false, true, true}));
+    EXPECT_EQ(placed.weights.layers[2].gate_up.blocks, w->layers[2].gate_up.blocks);
+
+    EngineFlags too_many;
+    ASSERT_TRUE(parse({"--cpu-offload-experts", "5"}, &too_many).is_ok());
+    auto refused = make_executor(too_many, w);
+    ASSERT_FALSE(refused.is_ok());
+    EXPECT_NE(refused.status().message().find("the model has 4 layers"), std::string::npos)
+        << refused.status().to_string();
+}
+
+// The device memory plan (vLLM's: utilization x total - in use - headroom) on a counting stand-in
+// device: offloading the experts of layers 1-3 gives the KV cache exactly their bytes, computed here from
+// the shapes (small_config: E 4, H 64, I 64; MXFP4 codes half a byte, a scale per 32, bf16 biases), less
+// the one device buffer the offload adds: the experts' sum of a step, [max_num_batched_tokens, H] f32,
+// which the profiling step brings to its size.
+TEST(CpuOffload, KvPlanGrowsByTheOffloadedBytes) {
+    auto w = model::testing::random_model(model::testing::small_config(4), 3);
+    auto budget = [&](const std::string& offload) -> int64_t {
+        EngineFlags f;
+        EXPECT_TRUE(parse({"--gpu-memory-utilization", "0.5", "--max-num-batched-tokens", "64",
+                           "--cpu-offload-experts", offload},
+                          &f)
+                        .is_ok());
+        auto plan = offload_plan(f, *w);
+        EXPECT_TRUE(plan.is_ok());
+        auto ex =
+            BackendExecutor::create(w, std::make_unique<volt::testing::CountingBackend>(int64_t{1} << 30),
+                                    ops::Format::kF32, 1, plan->layers);
+        EXPECT_TRUE(ex.is_ok()) << ex.status().to_string();
+        EngineConfig config = f.config;
+        const Status st = plan_device_memory(f, **ex, &config);
+        EXPECT_TRUE(st.is_ok()) << st.to_string();
+        return config.kv_cache_memory_bytes;
+    };
+    const int64_t E = 4, H = 64, I = 64;
+    const int64_t per_layer =
+        E * (2 * I * H / 2 + 2 * I * H / 32 + 2 * I * 2) + E * (H * I / 2 + H * I / 32 + H * 2);
+    const int64_t none = budget("0"), three = budget("3");
+    EXPECT_GT(none, 0);
+    EXPECT_EQ(three - none, 3 * per_layer - 64 * H * 4);
 }
 
 }  // namespace

@@ -1,0 +1,164 @@
+#!/usr/bin/env bash
+# scripts/gpu/offload.sh BUNDLE_DIR: CPU expert offload on the GPU machine (issue 22), run from the
+# repository root with a bundle from `scripts/bundle.sh cuda13 out/bundle-cuda13` (or volta-ptx); under 5
+# minutes. Needs python3 (no numpy), curl, nvidia-smi. One JSON line per part in $OUT/offload.jsonl, logs
+# in $OUT/offload_logs.tar.gz:
+#   logits_*    voltllm logits --device cuda on the demo model (assets/demo-model, MXFP4 experts) with
+#               --cpu-offload-experts 1 / all / 0,2 vs without: --dtype float (both sides f32; pass: max
+#               |diff| <= 1e-3 x max |logit|, the GPU's and the CPU kernel's f32 summation orders) and
+#               --dtype auto (informational: the GPU's half-precision experts vs the CPU's f32 ones)
+#   serve_120b  the 120b shape, dummy weights, --gpu-memory-utilization 0.12 (~16.9 GB of an H200: the
+#               non-offloaded model does not fit) --cpu-offload-gb 50 (the experts of the last 32 layers):
+#               a chat request must answer 200 with finish_reason stop/length (a NaN would end it with
+#               an error), and the process's GPU memory (nvidia-smi, every 0.2 s) stay <= 0.12 x total
+#   decode_*    voltllm generate --device cuda on the 20b shape, dummy weights, batch 1, 128 greedy tokens
+#               with the experts of 0, 4, 12, 24 layers offloaded: tok/s, the host's read bandwidth the
+#               process measured at start, and the fraction of it the offloaded experts' bytes per token x
+#               tok/s are (the dummy model's layers share one host copy of the experts: 423 MB, far past
+#               the CPU caches, so every token still reads from memory)
+# VOLT_OFFLOAD_PARTS="logits serve_120b decode" (the default: all) picks parts.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+PARTS=" ${VOLT_OFFLOAD_PARTS:-logits serve_120b decode} "
+want() { [[ $PARTS == *" $1 "* ]]; }
+B=$(cd "${1:?usage: scripts/gpu/offload.sh BUNDLE_DIR}" && pwd)
+V=$B/voltllm
+OUT=${OUT:-/tmp/volt-gpu-offload-out}
+W=$(mktemp -d /tmp/volt-gpu-offload.XXXXXX)
+mkdir -p "$OUT" "$W/logs"
+S=$OUT/offload.jsonl
+: >"$S"
+export PYTHONUNBUFFERED=1 CUDA_CACHE_PATH=$W/jit-cache
+echo "offload: bundle $B ($(sed -n 's/^preset: //p' "$B/MANIFEST" 2>/dev/null))"
+for soname in libcublas.so.13 libcublas.so.12; do
+  ldconfig -p 2>/dev/null | grep -q "$soname" && continue
+  d=$(find /usr/local/cuda/lib64 $(python3 -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null) \
+    -maxdepth 5 -name "$soname" 2>/dev/null | head -1 | xargs -r dirname)
+  [ -n "$d" ] && export LD_LIBRARY_PATH=$d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+done
+emit() { echo "$1" | tee -a "$S"; }
+nproc_host=$(nproc)
+TOTAL_MIB=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits | head -1)
+
+# ---- (a) logits with offload vs without (demo model) ----
+cat >"$W/cmp.py" <<'PY'
+import json, struct, sys
+def load(path):  # a float32 .npy (voltllm logits writes little-endian '<f4', C order)
+    b = open(path, "rb").read()
+    n = struct.unpack("<H", b[8:10])[0]
+    hdr = b[10:10 + n].decode()
+    assert "'<f4'" in hdr and "False" in hdr, hdr
+    data = b[10 + n:]
+    return struct.unpack("<%df" % (len(data) // 4), data)
+a, r = load(sys.argv[1]), load(sys.argv[2])
+scale = max(abs(v) for v in r)
+worst = max(abs(x - y) for x, y in zip(a, r))
+bad = sum(1 for v in a if v != v or v in (float("inf"), float("-inf")))
+print(json.dumps({"max_abs_diff": worst, "max_abs_logit": scale, "rel": worst / scale if scale else None,
+                  "non_finite": bad}))
+PY
+if want logits; then
+  ids=$(python3 -c 'print(",".join(str((i * 37 + 11) % 8000) for i in range(48)))')
+  for dt in float auto; do
+    timeout 60 "$V" logits --device cuda --dtype "$dt" --model assets/demo-model --prompt-ids "$ids" \
+      --out "$W/ref_$dt.npy" >"$W/logs/logits_ref_$dt.log" 2>&1 || { emit "{\"part\": \"logits_ref_$dt\", \"pass\": false}"; continue; }
+    for spec in 1 all 0,2; do
+      name="logits_${dt}_${spec//,/_}"
+      timeout 60 "$V" logits --device cuda --dtype "$dt" --model assets/demo-model --prompt-ids "$ids" \
+        --cpu-offload-experts "$spec" --out "$W/$name.npy" >"$W/logs/$name.log" 2>&1
+      rc=$?
+      r=$([ $rc = 0 ] && python3 "$W/cmp.py" "$W/$name.npy" "$W/ref_$dt.npy" || echo '{}')
+      emit "$(python3 -c "
+import json; r=json.loads('''$r'''); dt='$dt'
+ok = $rc == 0 and r.get('non_finite') == 0 and (dt != 'float' or (r.get('rel') is not None and r['rel'] <= 1e-3))
+d = {'part': '$name', 'pass': ok, 'rc': $rc, 'offload': '$spec', 'dtype': dt}
+d.update(r)
+print(json.dumps(d))")"
+    done
+  done
+fi
+
+# ---- model shapes, config only; the demo tokenizer (its ids are valid gpt-oss ids) ----
+for m in 20b 120b; do
+  "$V" --log-level warning make-model --preset "$m" --config-only --no-tokenizer --out "$W/$m" >/dev/null || exit 1
+  cp assets/demo-model/tokenizer.json "$W/$m/"
+done
+
+# ---- (b) the 120b shape under 0.12 of the GPU, most experts on the host ----
+if want serve_120b; then
+  PORT=$((8100 + RANDOM % 800))
+  "$V" serve "$W/120b" --device cuda --load-format dummy --gpu-memory-utilization 0.12 --cpu-offload-gb 50 \
+    --max-model-len 4096 --max-num-seqs 4 --max-num-batched-tokens 512 --port "$PORT" >"$W/logs/serve_120b.log" 2>&1 &
+  PID=$!
+  (while kill -0 "$PID" 2>/dev/null; do
+    nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits 2>/dev/null |
+      awk -F', ' -v p="$PID" '$1 == p {print $2}'
+    sleep 0.2
+  done) >"$W/logs/serve_120b.mem" &
+  up=0
+  for i in $(seq 1 750); do
+    curl -sf "http://127.0.0.1:$PORT/health" >/dev/null 2>&1 && { up=1; break; }
+    kill -0 "$PID" 2>/dev/null || break
+    sleep 0.2
+  done
+  if [ $up = 1 ]; then
+    t0=$(date +%s.%N)
+    curl -s -m 90 "http://127.0.0.1:$PORT/v1/chat/completions" -H 'Content-Type: application/json' \
+      -d '{"model": "120b", "messages": [{"role": "user", "content": "Tell me about the old harbor town."}], "max_tokens": 32, "temperature": 0}' \
+      >"$W/logs/serve_120b.json"
+    t1=$(date +%s.%N)
+  fi
+  kill -TERM "$PID" 2>/dev/null
+  wait "$PID" 2>/dev/null
+  src=$?
+  sleep 0.3
+  peak=$(sort -n "$W/logs/serve_120b.mem" 2>/dev/null | tail -1)
+  emit "$(python3 -c "
+import json
+try: r = json.load(open('$W/logs/serve_120b.json'))
+except Exception: r = {}
+ch = (r.get('choices') or [{}])[0]
+fin = ch.get('finish_reason'); usage = r.get('usage', {})
+peak = int('${peak:-0}' or 0); budget = 0.12 * $TOTAL_MIB
+ok = $up == 1 and fin in ('stop', 'length') and 0 < peak <= budget
+print(json.dumps({'part': 'serve_120b', 'pass': ok, 'started': $up == 1, 'finish_reason': fin,
+  'completion_tokens': usage.get('completion_tokens'), 'request_s': round(${t1:-0} - ${t0:-0}, 2),
+  'peak_mib': peak, 'budget_mib': round(budget), 'server_exit': $src, 'error': r.get('error')}))")"
+  grep -h "offload:\|memory:\|KV blocks\|max-model-len" "$W/logs/serve_120b.log" | head -8
+fi
+
+# ---- (c) decode tok/s vs offloaded layers, 20b shape ----
+if want decode; then
+  echo "The harbor town was quiet in the morning." >"$W/prompt.txt"
+  for n in 0 4 12 24; do
+    name=decode_20b_off$n
+    t0=$(date +%s.%N)
+    timeout 120 "$V" --log-level info generate --device cuda --load-format dummy --model "$W/20b" \
+      --prompts-file "$W/prompt.txt" --max-tokens 128 --ignore-eos --temperature 0 --max-num-seqs 1 \
+      --kv-cache-memory-bytes 4294967296 --cpu-offload-experts $n >"$W/logs/$name.out" 2>"$W/logs/$name.log"
+    rc=$?
+    t1=$(date +%s.%N)
+    line=$(grep "generated tok/s" "$W/logs/$name.log" | tail -1)
+    tps=$(echo "$line" | sed -n 's/.*: \([0-9.]*\) generated tok\/s.*/\1/p')
+    bw=$(sed -n 's/.*host read bandwidth \([0-9.]*\) GB\/s.*/\1/p' "$W/logs/$name.log" | head -1)
+    cpu=$(grep -h "experts calls on the CPU" "$W/logs/$name.log" | tail -1)
+    emit "$(python3 -c "
+import json
+tps = float('${tps:-0}' or 0); bw = float('${bw:-0}' or 0); n = $n
+per_expert = 2880 * 5760 * 17 / 32 + 2880 * 2880 * 17 / 32 + (5760 + 2880) * 2  # codes + scales + bf16 bias
+off_bytes = n * 4 * per_expert  # per token at batch 1: 4 experts in each offloaded layer
+print(json.dumps({'part': '$name', 'pass': $rc == 0 and tps > 0, 'rc': $rc, 'offloaded_layers': n,
+  'tok_s': tps, 'host_read_gbps': bw or None, 'host_cores': $nproc_host,
+  'offloaded_bytes_per_token': int(off_bytes),
+  'fraction_of_host_bw': (tps * off_bytes / 1e9 / bw) if (bw and n) else None,
+  'wall_s': round($t1 - $t0, 1), 'line': '''$line''', 'cpu_stats': '''$cpu'''}))")"
+  done
+fi
+
+tar czf "$OUT/offload_logs.tar.gz" -C "$W" logs
+python3 -c "
+import json, sys
+rows = [json.loads(l) for l in open('$S')]
+bad = [r['part'] for r in rows if r.get('pass') is False and not r['part'].startswith('logits_auto')]
+print('offload: failed parts:', bad if bad else 'none')
+sys.exit(1 if bad else 0)"
