@@ -1,12 +1,15 @@
 // Fast decode experts (issue 14; ops::ExpertsArgs, reference cpu::experts, checked by volt_op_test
 // experts/experts_residual, timed by its --bench): MXFP4 weights streamed with 128-bit loads in two
-// launches, no routing lists, every (token, rank) pair computed on its own so a pair's result never
-// depends on the batch:
-//   gate_up_swiglu: grid (T, ceil(I / 16), k), one warp per SwiGLU unit u of pair (t, j): rows 2u (gate)
-//     and 2u+1 (up) of expert ids[t, j], x of the token staged once per block in shared memory; writes
-//     the activation a[pair, u] (f16 scaled by a fixed power of two, or f32 under --dtype float).
-//   down_residual: grid (T, ceil(H / 4)), 2 k warps: warp (p, j) the two outputs o, o+1 of pair (t, j);
-//     then out[t, o] += sum_j w[t, j] (dot_j + b2[e_j, o]) in rank order through shared memory.
+// persistent launches, no routing lists, every (token, rank) pair computed on its own so a pair's result
+// never depends on the batch:
+//   gate_up_swiglu: grid (G, T), 8 warps a block; x of token t staged once per block in shared memory; a
+//     warp computes SwiGLU units (rows 2u (gate) and 2u+1 (up) of expert ids[t, j]) one after another,
+//     the next unit's loads in flight during this one's arithmetic; writes the activation a[pair, u] (f16
+//     scaled by a fixed power of two, or f32 under --dtype float).
+//   down_residual: grid (G, T), 8 warps a block; the k activations of token t staged once per block; a
+//     warp computes output pairs (o, o+1): the two rows of each rank's expert in rank order, the next
+//     step's loads in flight, then out[t, o] += sum_j w[t, j] (dot_j + b2[e_j, o]) in rank order.
+// G (blocks per token) fills the GPU; it decides only which warp computes an item, never its arithmetic.
 // A lane issues the loads of all its blocks of a row (3 for the gpt-oss shapes) before using any.
 // Lanes take the 16-byte MXFP4 blocks g = lane, lane + 32, ... of a row (spec §2.3: 32 E2M1 codes, low
 // nibble first, one E8M0 scale). f16/bf16 operands: codes become f16 by bit operations (E2M1 value x
@@ -17,6 +20,7 @@
 // exact f32 products summed in element order (the reference mode). Then a fixed warp butterfly.
 #include <cuda_fp16.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -34,9 +38,10 @@ using mxfp4::pow2f;
 using mxfp4::staged_index;
 using mxfp4::swiglu;
 
-constexpr int kGuWarps = 16;  // SwiGLU units per gate_up block (a warp each)
-constexpr int kDnPairs = 2;   // output pairs per down block (k warps each)
-constexpr int kMaxTopK = 4;   // gpt-oss routes to 4; larger k falls back to experts_warp_mxfp4_3pass
+constexpr int kGuWarps = 8;      // warps of a gate_up block
+constexpr int kDnWarps = 8;      // warps of a down block
+constexpr int kBlocksPerSm = 2;  // both kernels' __launch_bounds__ residency: the persistent grid's size
+constexpr int kMaxTopK = 4;      // gpt-oss routes to 4; larger k falls back to experts_warp_mxfp4_3pass
 
 struct Mx {
     const uint8_t* blocks;  // [E, out, in/32, 16]
@@ -108,8 +113,6 @@ __device__ __forceinline__ float block_dot_f(const uint4& q, const float* __rest
     return s;
 }
 
-__device__ __forceinline__ uint4 ldg16(const uint8_t* p) { return __ldg(reinterpret_cast<const uint4*>(p)); }
-
 // Each warp computes whole weight rows; lane l takes the 16-byte blocks g = l, l + 32, ... of a row in
 // that order. A lane's loads of kIt such blocks of every row it holds (and their scale bytes) are issued
 // together before any is used, so a warp keeps rows x kIt x 512 bytes in flight; for the gpt-oss shapes
@@ -121,43 +124,106 @@ struct RowLoads {
     uint4 q[kIt];
     uint32_t s[kIt];
 };
-__device__ __forceinline__ void load_row(const Mx& w, int64_t row, int64_t nb, int64_t g0, RowLoads* r) {
-    const uint8_t* blocks = w.blocks + row * nb * 16;
-    const uint8_t* scales = w.scales + row * nb;
+// A row's 16-byte blocks and scale bytes from this lane's first one (block `lane`): the lane's blocks of
+// the chunk at g0 = lane + 32 c kIt are q[32 (c kIt + i)], immediate offsets from one base.
+struct RowPtr {
+    const uint4* q;
+    const uint8_t* s;
+};
+__device__ __forceinline__ RowPtr row_ptr(const Mx& w, int64_t row, int nb, int lane) {
+    const int64_t first = row * nb + lane;
+    return {reinterpret_cast<const uint4*>(w.blocks) + first, w.scales + first};
+}
+// The loads of chunk g0 (= lane + 32 kIt c) of a row: blocks g0 + 32 i that exist.
+__device__ __forceinline__ void load_row(RowPtr p, int nb, int g0, int lane, RowLoads* r) {
+    const int off = g0 - lane;
 #pragma unroll
     for (int i = 0; i < kIt; ++i) {
-        const int64_t g = g0 + 32 * i;
-        if (g < nb) {
-            r->q[i] = ldg16(blocks + 16 * g);
-            r->s[i] = __ldg(scales + g);
+        if (g0 + 32 * i < nb) {
+            r->q[i] = __ldg(p.q + off + 32 * i);
+            r->s[i] = __ldg(p.s + off + 32 * i);
         }
     }
 }
 
-// gate_up + SwiGLU: grid (T, ceil(I / kGuWarps), k), one warp per SwiGLU unit u of pair (t, j): rows 2u
-// (gate) and 2u + 1 (up) of expert ids[t, j]; x of the token staged once per block in shared memory
-// (the rows' first loads are in flight meanwhile).
+// The software pipeline's stage: the loads of one gate_up unit (its gate and up rows) or of one down
+// step (two output rows of one expert), issued one item ahead of the arithmetic.
+struct RowPair {
+    RowLoads a, b;
+};
+__device__ __forceinline__ void load_pair(RowPtr pa, RowPtr pb, int nb, int g0, int lane, RowPair* p) {
+    load_row(pa, nb, g0, lane, &p->a);
+    load_row(pb, nb, g0, lane, &p->b);
+}
+
+// The two dot products of a row pair against the staged vector xs (f16: half2 pairs in staged order; f32:
+// floats), the lane's blocks g = lane, lane + 32, ... in that order, as partial sums of this lane (before
+// the warp butterfly). The first chunk of kIt blocks per lane comes from `p` (loaded ahead); rows longer
+// than 32 kIt blocks load the rest here.
 template <Operand O>
-__global__ void __launch_bounds__(kGuWarps * 32, 2)
+__device__ __forceinline__ float2 pair_dot(RowPtr pa, RowPtr pb, int nb, int lane, RowPair& p,
+                                           const uint4* __restrict__ xs) {
+    float sa = 0.0f, sb = 0.0f;
+    for (int g0 = lane; g0 < nb; g0 += 32 * kIt) {
+        if (g0 != lane) load_pair(pa, pb, nb, g0, lane, &p);
+#pragma unroll
+        for (int i = 0; i < kIt; ++i) {
+            const int g = g0 + 32 * i;
+            if (g >= nb) break;
+            if constexpr (O == Operand::kF32) {
+                const float* xb = reinterpret_cast<const float*>(xs) + 32 * g;
+                sa += block_dot_f(p.a.q[i], xb) * e8m0_f32(p.a.s[i]);
+                sb += block_dot_f(p.b.q[i], xb) * e8m0_f32(p.b.s[i]);
+            } else {
+                const uint4* xb = xs + 4 * g;
+                const uint4 x4[4] = {xb[0], xb[1], xb[2], xb[3]};
+                sa += block_dot_h(p.a.q[i], x4) * 0x1p112f * e8m0_f32(p.a.s[i]);
+                sb += block_dot_h(p.b.q[i], x4) * 0x1p112f * e8m0_f32(p.b.s[i]);
+            }
+        }
+    }
+    return make_float2(sa, sb);
+}
+
+// gate_up + SwiGLU, persistent: grid (G, T), kGuWarps warps a block; block (b, t) stages x of token t once
+// (f16/bf16: pre-scaled by the fixed power of two of its largest magnitude, as half2 pairs in staged
+// order; f32: as is), then warp w of the G kGuWarps warps of token t computes the SwiGLU units q = w, w +
+// G kGuWarps, ... of the token's k I units (q = j I + u: unit u of rank j; rows 2u and 2u + 1 of expert
+// ids[t, j]), the loads of unit q + stride issued before the arithmetic of unit q. Which warp computes a
+// unit changes nothing in its result (the lane split and the butterfly are fixed), so G is free.
+template <Operand O>
+__global__ void __launch_bounds__(kGuWarps * 32, kBlocksPerSm)
     gate_up_swiglu_kernel(const float* __restrict__ x, const int32_t* __restrict__ ids, Mx w, int top_k,
                           float limit, float alpha, float act_scale, uint16_t* __restrict__ act_h,
                           float* __restrict__ act_f, int* error) {
     extern __shared__ uint4 staged[];  // f16: [in/8] uint4 (half2 pairs); f32: [in/4] uint4 (floats)
     __shared__ float red[32];
     constexpr int kThreads = kGuWarps * 32;
-    const int64_t t = blockIdx.x, j = blockIdx.z, in = w.in, nb = in / 32, I = w.out / 2;
+    const int64_t t = blockIdx.y, in = w.in, I = w.out / 2;
+    const int nb = static_cast<int>(in / 32);
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int64_t u = static_cast<int64_t>(blockIdx.y) * kGuWarps + warp;
-    const bool active = u < I;
-    const int64_t pair = t * top_k + j;
-    const int32_t e = ids[pair];
-    const bool ok = e >= 0 && e < w.num_experts;  // a bad id computes expert 0, dropped
-    if (!ok && lane == 0 && active) report_error(error, kBadExpertId);
-    const int64_t row = ok && active ? static_cast<int64_t>(e) * w.out + 2 * u : 0;
-    RowLoads rg, ru;
-    if (active) {
-        load_row(w, row, nb, lane, &rg);
-        load_row(w, row + 1, nb, lane, &ru);
+    const int64_t stride = static_cast<int64_t>(gridDim.x) * kGuWarps;
+    // Unit (j, u) and the row of its gate (expert 0 for a bad id: computed, dropped, reported).
+    int64_t j = 0, u = static_cast<int64_t>(blockIdx.x) * kGuWarps + warp;
+    auto advance = [&](int64_t* jj, int64_t* uu) {
+        *uu += stride;
+        while (*uu >= I) {
+            *uu -= I;
+            ++*jj;
+        }
+    };
+    auto gate_row = [&](int64_t jj, int64_t uu) -> int64_t {
+        const int32_t e = ids[t * top_k + jj];
+        return e >= 0 && e < w.num_experts ? static_cast<int64_t>(e) * w.out + 2 * uu : 0;
+    };
+    while (u >= I && j < top_k) {  // stride < I is not assumed
+        u -= I;
+        ++j;
+    }
+    RowPair cur, next;
+    if (j < top_k) {
+        const int64_t r = gate_row(j, u);
+        load_pair(row_ptr(w, r, nb, lane), row_ptr(w, r + 1, nb, lane), nb, lane, lane, &cur);
     }
     const float* xr = x + t * in;
     float back = 1.0f;  // staged value = x * 2^sx; the dot times 2^(14 - sx) is the true one
@@ -187,105 +253,119 @@ __global__ void __launch_bounds__(kGuWarps * 32, 2)
         }
     }
     __syncthreads();
-    if (!active) return;
-    float ga = 0.0f, ua = 0.0f;
-    for (int64_t g0 = lane; g0 < nb; g0 += 32 * kIt) {
-        if (g0 != lane) {
-            load_row(w, row, nb, g0, &rg);
-            load_row(w, row + 1, nb, g0, &ru);
+    while (j < top_k) {
+        int64_t jn = j, un = u;
+        advance(&jn, &un);
+        if (jn < top_k) {
+            const int64_t r = gate_row(jn, un);
+            load_pair(row_ptr(w, r, nb, lane), row_ptr(w, r + 1, nb, lane), nb, lane, lane, &next);
         }
-#pragma unroll
-        for (int i = 0; i < kIt; ++i) {
-            const int64_t g = g0 + 32 * i;
-            if (g >= nb) break;
+        const int64_t pair = t * top_k + j;
+        const int32_t e = ids[pair];
+        const bool ok = e >= 0 && e < w.num_experts;
+        if (!ok && lane == 0) report_error(error, kBadExpertId);
+        const int64_t row = gate_row(j, u);
+        const float2 d =
+            pair_dot<O>(row_ptr(w, row, nb, lane), row_ptr(w, row + 1, nb, lane), nb, lane, cur, staged);
+        const float gs = warp_sum(d.x) * back, us = warp_sum(d.y) * back;
+        if (lane == 0) {
+            float a = 0.0f;
+            if (ok) {
+                const float bg = w.bias != nullptr ? w.bias[row] : 0.0f;
+                const float bu = w.bias != nullptr ? w.bias[row + 1] : 0.0f;
+                a = swiglu(gs + bg, us + bu, limit, alpha);
+            }
             if constexpr (O == Operand::kF32) {
-                const float* xb = reinterpret_cast<const float*>(staged) + 32 * g;
-                ga += block_dot_f(rg.q[i], xb) * e8m0_f32(rg.s[i]);
-                ua += block_dot_f(ru.q[i], xb) * e8m0_f32(ru.s[i]);
+                act_f[pair * I + u] = a;
             } else {
-                const uint4* xb = staged + 4 * g;
-                const uint4 x4[4] = {xb[0], xb[1], xb[2], xb[3]};
-                ga += block_dot_h(rg.q[i], x4) * 0x1p112f * e8m0_f32(rg.s[i]);
-                ua += block_dot_h(ru.q[i], x4) * 0x1p112f * e8m0_f32(ru.s[i]);
+                act_h[pair * I + staged_index(u)] =
+                    __half_as_ushort(__float2half_rn(pre_round<O>(a) * act_scale));
             }
         }
-    }
-    const float gs = warp_sum(ga) * back, us = warp_sum(ua) * back;
-    if (lane != 0) return;
-    float a = 0.0f;
-    if (ok) {
-        const float bg = w.bias != nullptr ? w.bias[row] : 0.0f;
-        const float bu = w.bias != nullptr ? w.bias[row + 1] : 0.0f;
-        a = swiglu(gs + bg, us + bu, limit, alpha);
-    }
-    if constexpr (O == Operand::kF32) {
-        act_f[pair * I + u] = a;
-    } else {
-        act_h[pair * I + staged_index(u)] = __half_as_ushort(__float2half_rn(pre_round<O>(a) * act_scale));
+        cur = next;
+        j = jn;
+        u = un;
     }
 }
 
-// down + bias + routing weight + residual: grid (T, ceil(H / (2 kDnPairs))), k x kDnPairs warps: warp
-// (p, j) computes outputs o0 = 2 (blockIdx.y kDnPairs + p) and o0 + 1 of pair (t, j); then one lane adds
-// out[t, o] += sum_j w[t, j] (dot_j + b2[e_j, o]) in rank order from shared memory.
+// down + bias + routing weight + residual, persistent: grid (G, T), kDnWarps warps a block; block (b, t)
+// stages the k activations of token t once, then warp w of the G kDnWarps warps of token t computes the
+// output pairs o0 = 2q, q = w, w + G kDnWarps, ...: for each rank j in order the two rows o0, o0 + 1 of
+// expert ids[t, j] against activation j (the loads of the next (q, j) step issued before the arithmetic
+// of this one), and lane 0 adds out[t, o] += sum_j w[t, j] (dot_j + b2[e_j, o]) in rank order.
 template <Operand O>
-__global__ void __launch_bounds__(kDnPairs* kMaxTopK * 32, 3)
+__global__ void __launch_bounds__(kDnWarps * 32, kBlocksPerSm)
     down_residual_kernel(const uint16_t* __restrict__ act_h, const float* __restrict__ act_f,
                          const int32_t* __restrict__ ids, const float* __restrict__ weights, Mx w, int top_k,
                          float act_back, float* __restrict__ out) {
-    __shared__ float red[kDnPairs][kMaxTopK][2];
+    extern __shared__ uint4 sact[];  // token t's k activations: f16 [k I / 8] uint4, f32 [k I / 4] uint4
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int p = warp / top_k, j = warp % top_k;
-    const int64_t t = blockIdx.x, H = w.out, I = w.in, nb = I / 32;
-    const int64_t o0 = (static_cast<int64_t>(blockIdx.y) * kDnPairs + p) * 2;
-    const bool active = o0 < H, has1 = o0 + 1 < H;
-    const int64_t pair = t * top_k + j;
-    const int32_t e = ids[pair];  // a bad id was reported by gate_up_swiglu
-    const bool ok = e >= 0 && e < w.num_experts;
-    const int64_t row = ok && active ? static_cast<int64_t>(e) * H + o0 : 0;
-    const int64_t row1 = has1 ? row + 1 : row;  // o0 twice when o0 + 1 is past the end (dropped)
-    float acc0 = 0.0f, acc1 = 0.0f;
-    if (active) {
-        RowLoads r0, r1;
-        for (int64_t g0 = lane; g0 < nb; g0 += 32 * kIt) {
-            load_row(w, row, nb, g0, &r0);
-            load_row(w, row1, nb, g0, &r1);
-#pragma unroll
-            for (int i = 0; i < kIt; ++i) {
-                const int64_t g = g0 + 32 * i;
-                if (g >= nb) break;
-                const float s0 = e8m0_f32(r0.s[i]), s1 = e8m0_f32(r1.s[i]);
-                if constexpr (O == Operand::kF32) {
-                    const float* ab = act_f + pair * I + 32 * g;
-                    acc0 += block_dot_f(r0.q[i], ab) * s0;
-                    acc1 += block_dot_f(r1.q[i], ab) * s1;
-                } else {
-                    const uint4* ab = reinterpret_cast<const uint4*>(act_h + pair * I) + 4 * g;
-                    const uint4 a4[4] = {ab[0], ab[1], ab[2], ab[3]};
-                    acc0 += block_dot_h(r0.q[i], a4) * 0x1p112f * s0;
-                    acc1 += block_dot_h(r1.q[i], a4) * 0x1p112f * s1;
-                }
-            }
-        }
+    const int64_t t = blockIdx.y, H = w.out, I = w.in, pairs_out = (H + 1) / 2;
+    const int nb = static_cast<int>(I / 32);
+    const int64_t stride = static_cast<int64_t>(gridDim.x) * kDnWarps;
+    int64_t q = static_cast<int64_t>(blockIdx.x) * kDnWarps + warp;
+    int j = 0;
+    // Rows of step (q, j): o0 and o0 + 1 of expert ids[t, j] (o0 twice when o0 + 1 is past the end;
+    // expert 0 for a bad id, reported by gate_up_swiglu; both dropped).
+    auto step_rows = [&](int64_t qq, int jj, int64_t* r1) -> int64_t {
+        const int32_t e = ids[t * top_k + jj];
+        const int64_t o0 = 2 * qq;
+        const int64_t r = e >= 0 && e < w.num_experts ? static_cast<int64_t>(e) * H + o0 : 0;
+        *r1 = o0 + 1 < H ? r + 1 : r;
+        return r;
+    };
+    RowPair cur, next;
+    if (q < pairs_out) {
+        int64_t r1;
+        const int64_t r0 = step_rows(q, 0, &r1);
+        load_pair(row_ptr(w, r0, nb, lane), row_ptr(w, r1, nb, lane), nb, lane, lane, &cur);
     }
-    const float d0 = warp_sum(acc0) * act_back, d1 = warp_sum(acc1) * act_back;
-    if (lane == 0) {
-        red[p][j][0] = d0;
-        red[p][j][1] = d1;
+    {
+        const int64_t n16 = O == Operand::kF32 ? top_k * I / 4 : top_k * I / 8;
+        const uint4* src = O == Operand::kF32 ? reinterpret_cast<const uint4*>(act_f + t * top_k * I)
+                                              : reinterpret_cast<const uint4*>(act_h + t * top_k * I);
+        for (int64_t i = threadIdx.x; i < n16; i += kDnWarps * 32) sact[i] = src[i];
     }
     __syncthreads();
-    if (j != 0 || lane != 0 || !active) return;
     float y0 = 0.0f, y1 = 0.0f;
-    for (int jj = 0; jj < top_k; ++jj) {
-        const int32_t ej = ids[t * top_k + jj];
-        if (ej < 0 || ej >= w.num_experts) continue;
-        const float wt = weights[t * top_k + jj];
-        const int64_t rj = static_cast<int64_t>(ej) * H + o0;
-        y0 += wt * (red[p][jj][0] + (w.bias != nullptr ? w.bias[rj] : 0.0f));
-        if (has1) y1 += wt * (red[p][jj][1] + (w.bias != nullptr ? w.bias[rj + 1] : 0.0f));
+    while (q < pairs_out) {
+        int64_t qn = q;
+        int jn = j + 1;
+        if (jn == top_k) {
+            jn = 0;
+            qn += stride;
+        }
+        if (qn < pairs_out) {
+            int64_t r1;
+            const int64_t r0 = step_rows(qn, jn, &r1);
+            load_pair(row_ptr(w, r0, nb, lane), row_ptr(w, r1, nb, lane), nb, lane, lane, &next);
+        }
+        int64_t r1;
+        const int64_t r0 = step_rows(q, j, &r1);
+        const uint4* xs = O == Operand::kF32 ? sact + static_cast<int64_t>(j) * I / 4
+                                             : sact + static_cast<int64_t>(j) * I / 8;
+        const float2 d = pair_dot<O>(row_ptr(w, r0, nb, lane), row_ptr(w, r1, nb, lane), nb, lane, cur, xs);
+        const float d0 = warp_sum(d.x) * act_back, d1 = warp_sum(d.y) * act_back;
+        const int64_t o0 = 2 * q;
+        const bool has1 = o0 + 1 < H;
+        const int32_t e = ids[t * top_k + j];
+        if (lane == 0 && e >= 0 && e < w.num_experts) {
+            const float wt = weights[t * top_k + j];
+            y0 += wt * (d0 + (w.bias != nullptr ? w.bias[r0] : 0.0f));
+            if (has1) y1 += wt * (d1 + (w.bias != nullptr ? w.bias[r0 + 1] : 0.0f));
+        }
+        if (j == top_k - 1) {
+            if (lane == 0) {
+                out[t * H + o0] += y0;
+                if (has1) out[t * H + o0 + 1] += y1;
+            }
+            y0 = 0.0f;
+            y1 = 0.0f;
+        }
+        cur = next;
+        q = qn;
+        j = jn;
     }
-    out[t * H + o0] += y0;
-    if (has1) out[t * H + o0 + 1] += y1;
 }
 
 Mx mx_of(const ops::ExpertWeights& e) {
@@ -299,17 +379,24 @@ void launch_o(const ops::ExpertsArgs& a, void* act, const Launch& ctx) {
     const int k = static_cast<int>(a.top_k);
     const int sa = act_scale_exp(a.swiglu_limit);
     const float act_scale = std::ldexp(1.0f, sa), act_back = std::ldexp(1.0f, 14 - sa);
-    const size_t smem = O == Operand::kF32 ? gu.in * 4 : gu.in * 2;
+    const size_t eb = O == Operand::kF32 ? 4 : 2;  // bytes of a staged element
     auto* act_h = static_cast<uint16_t*>(act);
     auto* act_f = static_cast<float*>(act);
-    gate_up_swiglu_kernel<O>
-        <<<dim3(static_cast<unsigned>(T), grid_for(I, kGuWarps), static_cast<unsigned>(k)), kGuWarps * 32,
-           smem, ctx.stream>>>(a.x, a.expert_ids, gu, k, a.swiglu_limit, a.swiglu_alpha, act_scale, act_h,
-                               act_f, ctx.error);
+    // Persistent grids: at most the kBlocksPerSm blocks per multiprocessor that are resident together,
+    // spread over the tokens (rounded down: one block more than fits is a second wave as long as the
+    // first), at least one a token, never more than the token's items need. (The split changes no
+    // result: see the kernels.)
+    const int64_t resident = (ctx.sm_count > 0 ? ctx.sm_count : 80) * kBlocksPerSm;
+    const int64_t per_token = std::max<int64_t>(1, resident / T);
+    const int64_t g_gu = std::min<int64_t>(per_token, (k * I + kGuWarps - 1) / kGuWarps);
+    const int64_t g_dn = std::min<int64_t>(per_token, ((H + 1) / 2 + kDnWarps - 1) / kDnWarps);
+    gate_up_swiglu_kernel<O><<<dim3(static_cast<unsigned>(g_gu), static_cast<unsigned>(T)), kGuWarps * 32,
+                               gu.in * eb, ctx.stream>>>(a.x, a.expert_ids, gu, k, a.swiglu_limit,
+                                                         a.swiglu_alpha, act_scale, act_h, act_f, ctx.error);
     VOLT_CUDA_CHECK_LAUNCH();
-    down_residual_kernel<O>
-        <<<dim3(static_cast<unsigned>(T), grid_for(H, 2 * kDnPairs)), kDnPairs * k * 32, 0, ctx.stream>>>(
-            act_h, act_f, a.expert_ids, a.expert_weights, dn, k, O == Operand::kF32 ? 1.0f : act_back, a.out);
+    down_residual_kernel<O><<<dim3(static_cast<unsigned>(g_dn), static_cast<unsigned>(T)), kDnWarps * 32,
+                              k * I * eb, ctx.stream>>>(act_h, act_f, a.expert_ids, a.expert_weights, dn, k,
+                                                        O == Operand::kF32 ? 1.0f : act_back, a.out);
     VOLT_CUDA_CHECK_LAUNCH();
 }
 
@@ -325,9 +412,10 @@ bool experts_gemv_eligible(const ops::ExpertsArgs& a) {
     };
     return g.format == ops::Format::kMxfp4 && d.format == ops::Format::kMxfp4 && a.top_k >= 1 &&
            a.top_k <= kMaxTopK && g.in % 32 == 0 && d.in % 32 == 0 && g.out % 2 == 0 && g.out / 2 == d.in &&
-           g.in == d.out && g.num_experts == d.num_experts && g.in * 4 <= 48 * 1024 && aligned16(g.blocks) &&
-           aligned16(d.blocks) && bias_ok(g.bias) && bias_ok(d.bias) && std::isfinite(a.swiglu_limit) &&
-           a.swiglu_limit >= 0.0f && a.swiglu_limit <= 1000.0f && a.num_tokens < 65536 * 1024;
+           g.in == d.out && g.num_experts == d.num_experts && g.in * 4 <= 48 * 1024 &&
+           a.top_k * d.in * 4 <= 48 * 1024 && aligned16(g.blocks) && aligned16(d.blocks) && bias_ok(g.bias) &&
+           bias_ok(d.bias) && std::isfinite(a.swiglu_limit) && a.swiglu_limit >= 0.0f &&
+           a.swiglu_limit <= 1000.0f && a.num_tokens <= 65535;
 }
 
 int64_t experts_gemv_act_bytes(int64_t pairs, int64_t inter) { return pairs * inter * 4; }
@@ -335,8 +423,6 @@ int64_t experts_gemv_act_bytes(int64_t pairs, int64_t inter) { return pairs * in
 void launch_experts_gemv(const ops::ExpertsArgs& a, void* act, const Launch& ctx) {
     if (a.num_tokens <= 0) return;
     VOLT_CHECK(experts_gemv_eligible(a)) << "experts_gemv: shapes or formats it does not take";
-    VOLT_CHECK(a.num_tokens <= 2147483647 && grid_for(a.gate_up.out / 2, kGuWarps) <= 65535u &&
-               grid_for(a.down.out, 2 * kDnPairs) <= 65535u);
     switch (ctx.operand) {
         case Operand::kF32:
             return launch_o<Operand::kF32>(a, act, ctx);
