@@ -237,10 +237,18 @@ void run_serve(const ServeFlags& f) {
 std::vector<std::string> prepare_args(CLI::App& app, int argc, char** argv) {
     std::vector<std::string> args =
         server::normalize_flag_spelling(std::vector<std::string>(argv, argv + argc));
-    // `serve` as this process's subcommand, not inside a child command after "--" (supervise, router).
-    const auto child = std::find(args.begin(), args.end(), "--");
-    auto serve = std::find(args.begin() + std::min<size_t>(1, args.size()), child, "serve");
-    if (serve == child) return args;
+    // `serve` as this process's subcommand: the first argument that is neither a top-level option nor
+    // that option's value (so `voltllm bench serve ...` and a child command after "--" (supervise,
+    // router) are left alone).
+    size_t i = 1;
+    while (i < args.size() && args[i].size() > 1 && args[i][0] == '-' && args[i] != "--") {
+        const CLI::Option* o = app.get_option_no_throw(args[i].substr(0, args[i].find('=')));
+        const bool separate_value =
+            o != nullptr && o->get_items_expected_min() > 0 && args[i].find('=') == std::string::npos;
+        i += separate_value ? 2 : 1;
+    }
+    if (i >= args.size() || args[i] != "serve") return args;
+    const auto serve = args.begin() + static_cast<std::ptrdiff_t>(i);
     std::vector<std::string> rest(serve + 1, args.end());
     for (const std::string& a : rest) {
         if (a == "-h" || a == "--help") return args;  // CLI11 prints the help

@@ -606,6 +606,23 @@ test("vLLM's flag table: an unknown flag fails with a suggestion, an unsupported
     assert.match(uds.stderr, /--uds is not supported/);
 });
 
+test("`voltllm bench serve` takes its own flags (only the serve subcommand goes through vLLM's table)", () => {
+    // Port 9 (discard) has no HTTP server: bench serve must get as far as connecting, with or without a
+    // top-level option before the subcommand, and report the server unreachable (not "unknown flag").
+    for (const pre of [[], ["--log-level", "warning"], ["--log-level=warning"]]) {
+        const r = spawnSync(BIN, [...pre, "bench", "serve", "--port", "9", "--endpoint", "/v1/completions",
+            "--num-prompts", "1", "--random-input-len", "4", "--random-output-len", "2", "--timeout", "5"],
+            { encoding: "utf8", timeout: 60000 });
+        assert.doesNotMatch(r.stderr, /unknown flag/, `${pre.join(" ")}: ${r.stderr}`);
+        assert.notEqual(r.status, 0);
+        assert.match(r.stderr + r.stdout, /127\.0\.0\.1:9|unreachable|connect|refused|unavailable/i);
+    }
+    // The serve subcommand after a top-level option still takes vLLM's table.
+    const typo = spawnSync(BIN, ["--log-level", "warning", "serve", "--max-modle-len", "5"], { encoding: "utf8" });
+    assert.equal(typo.status, 2);
+    assert.match(typo.stderr, /unknown flag --max-modle-len; did you mean --max-model-len\?/);
+});
+
 // Non-finite logits (the scripted id -1 stands for the sample op's kNonFiniteToken): that request ends
 // with an OpenAI error object naming the engine step -- never with a token drawn from NaN (other servers
 // then stream "!!!!") -- while the next request is served normally.
