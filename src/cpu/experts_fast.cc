@@ -1,6 +1,7 @@
 // The fast MXFP4 experts kernel (experts_fast.h). Layout of the work: (1) routing lists, the (token,
 // rank) pairs of each expert in pair order; (2) each token's x permuted into the order the decoder
-// produces a block's values (AVX-512: the 16 even elements, then the 16 odd ones; AVX2: per half of 16,
+// produces a block's values (AVX-512: the low nibbles, then the high ones, of bytes 0, 4, 8, 12, 1, 5, ..;
+// AVX2: per half of 16,
 // its 8 even then 8 odd elements), so a decoded vector meets its x vector without a shuffle; (3) gate_up:
 // work items (expert, 16 units), each unit's gate and up rows dotted with up to kChunk tokens of that
 // expert at once (a block is decoded once for the chunk), clamped SwiGLU, activation stored in the down
@@ -38,7 +39,12 @@ constexpr int kMaxChunk = 4;       // tokens dotted at once (AVX-512; AVX2 takes
 
 // Where element k (0..31) of a block sits in the permuted order of `isa` (see the file comment).
 inline int lane_pos(Isa isa, int k) {
-    if (isa == Isa::kAvx512) return (k & 1) * 16 + (k >> 1);
+    // AVX-512: lane l of a decoded vector holds byte b = 4 (l % 4) + l / 4 of the block (see dot2_avx512),
+    // its low nibble (element 2b) in the first vector, its high one (2b + 1) in the second.
+    if (isa == Isa::kAvx512) {
+        const int b = k >> 1;
+        return (k & 1) * 16 + 4 * (b % 4) + b / 4;
+    }
     const int h = k >> 4, kk = k & 15;
     return 16 * h + (kk & 1) * 8 + (kk >> 1);
 }
@@ -51,27 +57,45 @@ using Dot2Fn = void (*)(const uint8_t* b0, const uint8_t* s0, const uint8_t* b1,
 
 // ---- AVX-512 ---------------------------------------------------------------------------------------
 
+// scaled[e][c] = E2M1 value of code c times 2^(e - 127) (e = 0: times 2^-127), the f32 product the kernel
+// used to form per block (exact: a power of two; 6 x 2^127 is inf as before). 16 KiB, built once.
+const float (*scaled_fp4_tables())[16] {
+    alignas(64) static float t[256][16];
+    static const bool built = [] {
+        for (int e = 0; e < 256; ++e)
+            for (int c = 0; c < 16; ++c) t[e][c] = kFp4Values[c] * e8m0_to_f32(static_cast<uint8_t>(e));
+        return true;
+    }();
+    (void)built;
+    return t;
+}
+
 template <int NT>
 __attribute__((target("avx512f,avx512bw,avx512vl,fma"))) void dot2_avx512(
     const uint8_t* b0, const uint8_t* s0, const uint8_t* b1, const uint8_t* s1, int64_t nb,
     const float* const* xs, float* y0, float* y1) {
-    const __m512 table = _mm512_loadu_ps(kFp4Values);  // the 16 E2M1 values, sign included
-    const __m512i nibble = _mm512_set1_epi32(0xF);
+    const __m512i shift_lo = _mm512_set_epi32(24, 24, 24, 24, 16, 16, 16, 16, 8, 8, 8, 8, 0, 0, 0, 0);
+    const __m512i shift_hi = _mm512_add_epi32(shift_lo, _mm512_set1_epi32(4));
     // Separate accumulators for the even and the odd elements: two independent FMA chains per row.
     __m512 e0[NT], o0[NT], e1[NT], o1[NT];
     for (int t = 0; t < NT; ++t) e0[t] = o0[t] = e1[t] = o1[t] = _mm512_setzero_ps();
+    const float(*scaled)[16] = scaled_fp4_tables();
     for (int64_t g = 0; g < nb; ++g) {
-        // The table times the block's 2^(byte - 127) (exact: a power of two), then one lookup per nibble.
-        const __m512 t0 = _mm512_mul_ps(table, _mm512_set1_ps(e8m0_to_f32(s0[g])));
-        const __m512 t1 = _mm512_mul_ps(table, _mm512_set1_ps(e8m0_to_f32(s1[g])));
+        // The 16 E2M1 values times the block's 2^(byte - 127), read from the table of that byte (one
+        // load: no conversion, broadcast or multiply per block), then one lookup per nibble.
+        const __m512 t0 = _mm512_load_ps(scaled[s0[g]]);
+        const __m512 t1 = _mm512_load_ps(scaled[s1[g]]);
+        // The block's 16 bytes in each 128-bit quarter (a load, no shuffle); lane l shifts its dword
+        // (bytes 4 (l % 4) ..) right by 8 (l / 4) (+ 4): byte 4 (l % 4) + l / 4's low (high) nibble lands in
+        // bits 0..3, all vpermps reads of an index.
         const __m512i c0 =
-            _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b0 + 16 * g)));
+            _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b0 + 16 * g)));
         const __m512i c1 =
-            _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b1 + 16 * g)));
-        const __m512 we0 = _mm512_permutexvar_ps(_mm512_and_si512(c0, nibble), t0);  // elements 0, 2, ..
-        const __m512 wo0 = _mm512_permutexvar_ps(_mm512_srli_epi32(c0, 4), t0);      // elements 1, 3, ..
-        const __m512 we1 = _mm512_permutexvar_ps(_mm512_and_si512(c1, nibble), t1);
-        const __m512 wo1 = _mm512_permutexvar_ps(_mm512_srli_epi32(c1, 4), t1);
+            _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b1 + 16 * g)));
+        const __m512 we0 = _mm512_permutexvar_ps(_mm512_srlv_epi32(c0, shift_lo), t0);
+        const __m512 wo0 = _mm512_permutexvar_ps(_mm512_srlv_epi32(c0, shift_hi), t0);
+        const __m512 we1 = _mm512_permutexvar_ps(_mm512_srlv_epi32(c1, shift_lo), t1);
+        const __m512 wo1 = _mm512_permutexvar_ps(_mm512_srlv_epi32(c1, shift_hi), t1);
         for (int t = 0; t < NT; ++t) {
             const float* x = xs[t] + 32 * g;
             const __m512 xe = _mm512_loadu_ps(x), xo = _mm512_loadu_ps(x + 16);
