@@ -1,8 +1,8 @@
 // The fast MXFP4 experts kernel (experts_fast.h). Layout of the work: (1) routing lists, the (token,
 // rank) pairs of each expert in pair order; (2) each token's x permuted into the order the decoder
-// produces a block's values (AVX-512: the low nibbles, then the high ones, of bytes 0, 4, 8, 12, 1, 5, ..;
-// AVX2: per half of 16,
-// its 8 even then 8 odd elements), so a decoded vector meets its x vector without a shuffle; (3) gate_up:
+// produces a block's values (lane_pos: AVX-512, the low nibbles, then the high ones, of bytes 0, 4, 8, 12,
+// 1, 5, ..; AVX2 the same idea in four vectors of 8), so a decoded vector meets its x vector without a
+// shuffle; (3) gate_up:
 // work items (expert, 16 units), each unit's gate and up rows dotted with up to kChunk tokens of that
 // expert at once (a block is decoded once for the chunk), clamped SwiGLU, activation stored in the down
 // projection's permuted order; (4) down: items (expert, 32 rows), rows in pairs; (5) the weighted sum over
@@ -39,14 +39,12 @@ constexpr int kMaxChunk = 4;       // tokens dotted at once (AVX-512; AVX2 takes
 
 // Where element k (0..31) of a block sits in the permuted order of `isa` (see the file comment).
 inline int lane_pos(Isa isa, int k) {
+    const int b = k >> 1, nibble = k & 1;
     // AVX-512: lane l of a decoded vector holds byte b = 4 (l % 4) + l / 4 of the block (see dot2_avx512),
     // its low nibble (element 2b) in the first vector, its high one (2b + 1) in the second.
-    if (isa == Isa::kAvx512) {
-        const int b = k >> 1;
-        return (k & 1) * 16 + 4 * (b % 4) + b / 4;
-    }
-    const int h = k >> 4, kk = k & 15;
-    return 16 * h + (kk & 1) * 8 + (kk >> 1);
+    if (isa == Isa::kAvx512) return nibble * 16 + 4 * (b % 4) + b / 4;
+    // AVX2: vector v = 2 ((b % 4) / 2) + nibble, lane 4 ((b % 4) % 2) + b / 4 (see dot2_avx2).
+    return 8 * (2 * ((b % 4) / 2) + nibble) + 4 * ((b % 4) % 2) + b / 4;
 }
 
 // dot2<NT>: rows r0 and r1 (codes b0/b1 [nb, 16], scales s0/s1 [nb]) dotted with the permuted rows
@@ -130,24 +128,28 @@ template <int NT>
 __attribute__((target("avx2,fma"))) void dot2_avx2(const uint8_t* b0, const uint8_t* s0, const uint8_t* b1,
                                                    const uint8_t* s1, int64_t nb, const float* const* xs,
                                                    float* y0, float* y1) {
-    const __m256 pos = _mm256_loadu_ps(kFp4Values), neg = _mm256_loadu_ps(kFp4Values + 8);
-    const __m256i nibble = _mm256_set1_epi32(0xF);
+    // Vector v (0..3) of a block, lane l: byte b = 4 (l % 4) + l / 4 + 2 (v / 2), nibble v % 2 (lane_pos):
+    // the block's 16 bytes broadcast to both 128-bit halves (a load), lane l's dword shifted right by
+    // 8 (l / 4 + 2 (v / 2)) + 4 (v % 2) puts the code in bits 0..3 (vpermps reads bits 0..2; the sign, bit
+    // 3, goes to bit 31 for blendv).
+    const __m256i shift[4] = {
+        _mm256_set_epi32(8, 8, 8, 8, 0, 0, 0, 0), _mm256_set_epi32(12, 12, 12, 12, 4, 4, 4, 4),
+        _mm256_set_epi32(24, 24, 24, 24, 16, 16, 16, 16), _mm256_set_epi32(28, 28, 28, 28, 20, 20, 20, 20)};
+    const float(*scaled)[16] = scaled_fp4_tables();
     __m256 a0[NT], c0[NT], a1[NT], c1[NT];  // two FMA chains per (row, token)
     for (int t = 0; t < NT; ++t) a0[t] = c0[t] = a1[t] = c1[t] = _mm256_setzero_ps();
     for (int64_t g = 0; g < nb; ++g) {
-        const __m256 sc0 = _mm256_set1_ps(e8m0_to_f32(s0[g])), sc1 = _mm256_set1_ps(e8m0_to_f32(s1[g]));
-        const __m256 p0 = _mm256_mul_ps(pos, sc0), n0 = _mm256_mul_ps(neg, sc0);
-        const __m256 p1 = _mm256_mul_ps(pos, sc1), n1 = _mm256_mul_ps(neg, sc1);
-        const __m128i r0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b0 + 16 * g));
-        const __m128i r1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b1 + 16 * g));
-        __m256 w0[4], w1[4];  // [even of 0..15, odd of 0..15, even of 16..31, odd of 16..31]
-        for (int h = 0; h < 2; ++h) {
-            const __m256i q0 = _mm256_cvtepu8_epi32(h == 0 ? r0 : _mm_srli_si128(r0, 8));
-            const __m256i q1 = _mm256_cvtepu8_epi32(h == 0 ? r1 : _mm_srli_si128(r1, 8));
-            w0[2 * h] = lookup8(_mm256_and_si256(q0, nibble), p0, n0);
-            w0[2 * h + 1] = lookup8(_mm256_srli_epi32(q0, 4), p0, n0);
-            w1[2 * h] = lookup8(_mm256_and_si256(q1, nibble), p1, n1);
-            w1[2 * h + 1] = lookup8(_mm256_srli_epi32(q1, 4), p1, n1);
+        // The positive and negative halves of the block's scaled table (scaled_fp4_tables).
+        const __m256 p0 = _mm256_load_ps(scaled[s0[g]]), n0 = _mm256_load_ps(scaled[s0[g]] + 8);
+        const __m256 p1 = _mm256_load_ps(scaled[s1[g]]), n1 = _mm256_load_ps(scaled[s1[g]] + 8);
+        const __m256i r0 =
+            _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b0 + 16 * g)));
+        const __m256i r1 =
+            _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b1 + 16 * g)));
+        __m256 w0[4], w1[4];
+        for (int v = 0; v < 4; ++v) {
+            w0[v] = lookup8(_mm256_srlv_epi32(r0, shift[v]), p0, n0);
+            w1[v] = lookup8(_mm256_srlv_epi32(r1, shift[v]), p1, n1);
         }
         for (int t = 0; t < NT; ++t) {
             const float* x = xs[t] + 32 * g;
