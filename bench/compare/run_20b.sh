@@ -41,18 +41,7 @@ wait
 emit "{\"step\": \"build_llama\", \"rc\": $(cat "$W/build.rc"), \"at_s\": $(since)}"
 LB=/tmp/llama-build/build/bin
 
-BW=$(python3 - <<'PY' 2>/dev/null
-import torch
-x = torch.ones(1 << 30, dtype=torch.float32, device="cuda")
-for _ in range(3): x.sum()
-ts = []
-for _ in range(20):
-    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    a.record(); x.sum(); b.record(); torch.cuda.synchronize(); ts.append(a.elapsed_time(b) / 1e3)
-ts.sort()
-print(f"{x.numel() * 4 / ts[len(ts) // 2] / 1e9:.1f}")
-PY
-)
+BW=$(python3 scripts/gpu/read_bw.py 2>/dev/null)
 emit "{\"part\": \"bandwidth\", \"read_gbps\": ${BW:-0}, \"how\": \"torch sum over 4 GiB float32, median of 20\"}"
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem --format=csv,noheader >"$W/logs/gpu.txt" 2>&1
 

@@ -51,18 +51,7 @@ same same_20b_dummy --load-format dummy --model "$W/20b" --prompts-file "$W/p4.t
   --kv-cache-memory-bytes 4294967296
 
 # ---- decode tok/s, old and new, beside the read bandwidth ----
-BW=$(python3 - <<'PY' 2>/dev/null
-import torch
-x = torch.ones(1 << 30, dtype=torch.float32, device="cuda")
-for _ in range(3): x.sum()
-ts = []
-for _ in range(20):
-    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    a.record(); x.sum(); b.record(); torch.cuda.synchronize(); ts.append(a.elapsed_time(b) / 1e3)
-ts.sort()
-print(f"{x.numel() * 4 / ts[len(ts) // 2] / 1e9:.1f}")
-PY
-)
+BW=$(python3 scripts/gpu/read_bw.py 2>/dev/null)
 say "read bandwidth (torch, 4 GiB float32, median of 20): ${BW:-?} GB/s"
 decode() {  # decode NAME MODEL BATCH
   local name=$1 m=$2 n=$3 b i line

@@ -42,18 +42,7 @@ done
 emit() { echo "$1" | tee -a "$S"; }
 
 # ---- read bandwidth, measured in this run ----
-BW=$(python3 - <<'PY' 2>/dev/null
-import torch
-x = torch.ones(1 << 30, dtype=torch.float32, device="cuda")
-for _ in range(3): x.sum()
-ts = []
-for _ in range(20):
-    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    a.record(); x.sum(); b.record(); torch.cuda.synchronize(); ts.append(a.elapsed_time(b) / 1e3)
-ts.sort()
-print(f"{x.numel() * 4 / ts[len(ts) // 2] / 1e9:.1f}")
-PY
-)
+BW=$(python3 scripts/gpu/read_bw.py 2>/dev/null)
 BW=${BW:-0}
 emit "{\"part\": \"bandwidth\", \"read_gbps\": $BW, \"how\": \"torch sum over 4 GiB float32, median of 20\"}"
 TOTAL_MIB=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits | head -1)
