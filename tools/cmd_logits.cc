@@ -40,6 +40,7 @@ void register_logits(CLI::App& app) {
     auto trace_dir = std::make_shared<std::string>();
     auto device = std::make_shared<executor::DeviceOptions>();
     auto kv_f16 = std::make_shared<bool>(false);
+    auto kv_dtype = std::make_shared<std::string>("auto");
     auto parallel = std::make_shared<model::ParallelConfig>();
     auto offload = std::make_shared<std::string>();
     cmd->add_option("--model", *model, "checkpoint directory")->required();
@@ -48,6 +49,10 @@ void register_logits(CLI::App& app) {
     cmd->add_option("--out", *out, "output .npy path")->required();
     cmd->add_option("--trace", *trace_dir, "also write every named intermediate as .npy into this directory");
     cmd->add_flag("--kv-cache-f16", *kv_f16, "store the KV cache in fp16 (default f32)");
+    cmd->add_option("--kv-cache-dtype", *kv_dtype,
+                    "auto (f32, or f16 with --kv-cache-f16) or int8 (per-head scales, CPU only; "
+                    "docs/quantization.md)")
+        ->capture_default_str();
     cmd->add_option("--tensor-parallel-size", parallel->tensor_parallel_size,
                     "ranks each layer is split over (one thread per rank on the CPU; docs/parallel.md)")
         ->check(CLI::PositiveNumber)
@@ -64,6 +69,7 @@ void register_logits(CLI::App& app) {
     cmd->callback([=] {
         const std::vector<int32_t> prompt = parse_id_list(*ids);
         if (prompt.empty()) throw CLI::ValidationError("--prompt-ids", "no ids given");
+        const ops::Format kv_format = kv_format_or_exit(*kv_dtype, *kv_f16, *device);
         ForwardSession session = open_forward_or_exit(*model, *device, *parallel, *offload);
         const int64_t V = session.host->config.vocab_size;
         for (int32_t id : prompt) {
@@ -89,8 +95,7 @@ void register_logits(CLI::App& app) {
                 });
         }
         std::vector<float> logits;
-        Status st =
-            session.run_logits(prompt, *start, *kv_f16 ? ops::Format::kF16 : ops::Format::kF32, &logits);
+        Status st = session.run_logits(prompt, *start, kv_format, &logits);
         if (st.is_ok() && !session.writes_output) {  // one rank of several processes: the output rank writes
             std::fprintf(stderr, "rank %d of %d: done\n", session.process_rank, session.world_size);
             return;

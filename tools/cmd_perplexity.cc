@@ -87,7 +87,7 @@ double engine_nll(std::shared_ptr<const model::ModelWeights> weights,
 
 void register_perplexity(CLI::App& app) {
     struct Options {
-        std::string model, ref_model, chunks;
+        std::string model, ref_model, chunks, kv_dtype = "auto";
         int64_t max_chunks = 0;
         bool engine = false, kv_f16 = false;
         executor::DeviceOptions device;
@@ -105,6 +105,10 @@ void register_perplexity(CLI::App& app) {
         "--engine", opt->engine,
         "score through the engine's prompt logprobs (all windows batched) instead of the forward pass");
     cmd->add_flag("--kv-cache-f16", opt->kv_f16, "forward path: store the KV cache in fp16 (default f32)");
+    cmd->add_option("--kv-cache-dtype", opt->kv_dtype,
+                    "forward path: auto (f32, or f16 with --kv-cache-f16) or int8 (CPU only); --ref-model "
+                    "keeps the auto cache, so KL measures the int8 cache against it")
+        ->capture_default_str();
     add_device_flags(cmd, &opt->device);
     cmd->callback([opt] {
         std::ifstream f(opt->chunks);
@@ -113,6 +117,12 @@ void register_perplexity(CLI::App& app) {
             std::fprintf(stderr, "error: %s is not a JSON array of arrays of ids\n", opt->chunks.c_str());
             std::exit(1);
         }
+        const ops::Format kv = kv_format_or_exit(opt->kv_dtype, opt->kv_f16, opt->device);
+        if (opt->engine && kv == ops::Format::kInt8) {
+            std::fprintf(stderr, "error: --kv-cache-dtype is read by the forward path; drop --engine\n");
+            std::exit(1);
+        }
+        const ops::Format ref_kv = opt->kv_f16 ? ops::Format::kF16 : ops::Format::kF32;
         ForwardSession session = open_forward_or_exit(opt->model, opt->device);
         ForwardSession ref;
         if (!opt->ref_model.empty()) ref = open_forward_or_exit(opt->ref_model, opt->device);
@@ -161,12 +171,11 @@ void register_perplexity(CLI::App& app) {
                 }
             }
             const int64_t n = static_cast<int64_t>(ids.size());
-            const ops::Format kv = opt->kv_f16 ? ops::Format::kF16 : ops::Format::kF32;
             model::SequenceRunner run(fwd, n, 16, kv);
             const std::vector<float> logits = run.append(ids, /*all_rows=*/true);
             std::vector<float> ref_logits;
             if (ref_fwd) {
-                model::SequenceRunner ref_run(*ref_fwd, n, 16, kv);
+                model::SequenceRunner ref_run(*ref_fwd, n, 16, ref_kv);
                 ref_logits = ref_run.append(ids, /*all_rows=*/true);
             }
             for (int64_t t = 0; t + 1 < n; ++t) {

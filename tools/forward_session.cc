@@ -7,6 +7,7 @@
 #include "core/logging.h"
 #include "cpu/host_experts.h"
 #include "cpu/tcp_communicator.h"
+#include "executor/engine_flags.h"
 #include "model/offload.h"
 #include "model/sequence_runner.h"
 #include "model/shard.h"
@@ -71,6 +72,16 @@ ForwardSession open_process_rank(ForwardSession s, const executor::DeviceOptions
     spdlog::info("parallel: rank {} of {} processes (tp rank {}, pp rank {}), communicator tcp via {}:{}",
                  rank, world, tp_rank, pp_rank, addr, port);
     return s;
+}
+
+ops::Format kv_format_or_exit(const std::string& kv_cache_dtype, bool kv_f16,
+                              const executor::DeviceOptions& device) {
+    if (kv_cache_dtype == "auto") return kv_f16 ? ops::Format::kF16 : ops::Format::kF32;
+    if (kv_f16)
+        fail(invalid_argument("give --kv-cache-f16 or --kv-cache-dtype " + kv_cache_dtype + ", not both"));
+    auto f = executor::kv_cache_format(kv_cache_dtype, device.device);
+    if (!f.is_ok()) fail(f.status());
+    return *f;
 }
 
 ForwardSession open_forward_or_exit(const std::string& model_dir, const executor::DeviceOptions& device,

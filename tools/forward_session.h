@@ -47,6 +47,12 @@ ForwardSession open_forward_or_exit(const std::string& model_dir, const executor
                                     const model::ParallelConfig& parallel = {},
                                     const std::string& offload_experts = "");
 
+// The KV-cache format of --kv-cache-dtype (auto | int8; executor::kv_cache_format's refusals: fp8
+// spellings, int8 off the CPU, unknown values) and --kv-cache-f16 (only with auto): auto is f32, or f16
+// with --kv-cache-f16. Exits with the message otherwise.
+ops::Format kv_format_or_exit(const std::string& kv_cache_dtype, bool kv_f16,
+                              const executor::DeviceOptions& device);
+
 // Adds --device, --dtype and --cuda-kernels to a subcommand.
 void add_device_flags(CLI::App* cmd, executor::DeviceOptions* device);
 

@@ -4,7 +4,7 @@
 // double-precision reference of the op harness (tests/kernels/op_test.cc). Backend memory is host memory:
 // weights stay where the loader put them (often the checkpoint's mmap). Formats: dense weights bf16,
 // f16, f32, and for the attention projections and lm_head int8 / int4 (docs/quantization.md); experts
-// MXFP4 or dense bf16/f16; KV cache f32 or f16.
+// MXFP4 or dense bf16/f16; KV cache f32, f16 or int8 with per-head f32 scales (ops/kv_int8.h).
 #pragma once
 
 #include "ops/ops.h"
@@ -42,6 +42,9 @@ class CpuBackend final : public ops::Backend {
     Result<ops::Buffer> alloc(int64_t bytes) override;
     Result<ops::Buffer> alloc_host(int64_t bytes) override { return alloc(bytes); }  // calloc: zeroed
     bool memory_is_host() const override { return true; }
+    bool supports_kv_format(ops::Format f) const override {
+        return f == ops::Format::kF32 || f == ops::Format::kF16 || f == ops::Format::kInt8;
+    }
     void release(void* data, int64_t bytes) override;
     void upload(void* dst, const void* src, int64_t bytes) override;
     void download(void* dst, const void* src, int64_t bytes) override;

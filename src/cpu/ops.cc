@@ -8,6 +8,7 @@
 #include "core/dtype.h"
 #include "core/thread_pool.h"
 #include "cpu/cpu_ops.h"
+#include "ops/kv_int8.h"
 #include "quant/int_weights.h"
 
 namespace volt::cpu {
@@ -233,13 +234,23 @@ void rope(const ops::RopeArgs& a) {
 
 void kv_write(const ops::KvWriteArgs& a) {
     const int64_t row = a.num_kv_heads * a.head_dim;
-    const bool f16 = a.kv.format == ops::Format::kF16;
-    VOLT_CHECK(f16 || a.kv.format == ops::Format::kF32)
-        << "KV cache format " << ops::format_name(a.kv.format);
+    const ops::Format f = a.kv.format;
+    VOLT_CHECK(f == ops::Format::kF32 || f == ops::Format::kF16 || f == ops::Format::kInt8)
+        << "KV cache format " << ops::format_name(f);
     for (int64_t t = 0; t < a.num_tokens; ++t) {
         const int64_t slot = a.slot_mapping[t];
         if (slot < 0) continue;
-        if (f16) {
+        if (f == ops::Format::kInt8) {
+            // One scale per (slot, kv head): ops/kv_int8.h.
+            for (int64_t g = 0; g < a.num_kv_heads; ++g) {
+                const int64_t off = t * row + g * a.head_dim, dst = slot * row + g * a.head_dim;
+                const int64_t si = slot * a.num_kv_heads + g;
+                ops::kv_int8_quantize(a.k + off, a.head_dim, static_cast<int8_t*>(a.kv.k) + dst,
+                                      a.kv.k_scales + si);
+                ops::kv_int8_quantize(a.v + off, a.head_dim, static_cast<int8_t*>(a.kv.v) + dst,
+                                      a.kv.v_scales + si);
+            }
+        } else if (f == ops::Format::kF16) {
             auto* kc = static_cast<uint16_t*>(a.kv.k) + slot * row;
             auto* vc = static_cast<uint16_t*>(a.kv.v) + slot * row;
             for (int64_t i = 0; i < row; ++i) {
@@ -265,16 +276,23 @@ void attention(const ops::AttentionArgs& a) {
             index_of[first + i] = a.seq_lens[s] - q_len + i;
         }
     }
-    const bool f16 = a.kv.format == ops::Format::kF16;
-    VOLT_CHECK(f16 || a.kv.format == ops::Format::kF32)
-        << "KV cache format " << ops::format_name(a.kv.format);
+    const ops::Format f = a.kv.format;
+    VOLT_CHECK(f == ops::Format::kF32 || f == ops::Format::kF16 || f == ops::Format::kInt8)
+        << "KV cache format " << ops::format_name(f);
     const int64_t block_size = a.kv.block_size;
     cpu_thread_pool().parallel_for(a.num_tokens * a.num_heads, 1, [&](int64_t b, int64_t e) {
         std::vector<float> scores, kbuf(a.head_dim), vbuf(a.head_dim);
-        // Key or value row j of kv head g as f32 (a view for f32 pools, a widened copy for f16).
-        auto row_of = [&](void* pool, int64_t slot, int64_t g, std::vector<float>& buf) -> const float* {
+        // Key or value row j of kv head g as f32: a view for f32 pools, a widened copy for f16, the codes
+        // times the head's scale (one f32 product each, ops/kv_int8.h) for int8.
+        auto row_of = [&](void* pool, const float* scales, int64_t slot, int64_t g,
+                          std::vector<float>& buf) -> const float* {
             const int64_t off = slot * kv_row + g * a.head_dim;
-            if (!f16) return static_cast<const float*>(pool) + off;
+            if (f == ops::Format::kF32) return static_cast<const float*>(pool) + off;
+            if (f == ops::Format::kInt8) {
+                ops::kv_int8_dequantize(static_cast<const int8_t*>(pool) + off,
+                                        scales[slot * a.num_kv_heads + g], a.head_dim, buf.data());
+                return buf.data();
+            }
             const uint16_t* p = static_cast<const uint16_t*>(pool) + off;
             for (int64_t i = 0; i < a.head_dim; ++i) buf[i] = f16_to_f32(p[i]);
             return buf.data();
@@ -295,7 +313,7 @@ void attention(const ops::AttentionArgs& a) {
             const float sink = vector_at(a.sinks, h);
             float m = sink;
             for (int64_t j = lo; j <= p; ++j) {
-                const float* k = row_of(a.kv.k, slot_of(j), g, kbuf);
+                const float* k = row_of(a.kv.k, a.kv.k_scales, slot_of(j), g, kbuf);
                 float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
                 int64_t i = 0;
                 for (; i + 8 <= a.head_dim; i += 8)
@@ -314,7 +332,7 @@ void attention(const ops::AttentionArgs& a) {
             std::fill_n(out, a.head_dim, 0.0f);
             for (int64_t j = lo; j <= p; ++j) {
                 const float pj = scores[j - lo] / denom;
-                const float* v = row_of(a.kv.v, slot_of(j), g, vbuf);
+                const float* v = row_of(a.kv.v, a.kv.v_scales, slot_of(j), g, vbuf);
                 for (int64_t i = 0; i < a.head_dim; ++i) out[i] += pj * v[i];
             }
         }

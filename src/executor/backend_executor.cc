@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
 #include "core/check.h"
 
@@ -261,14 +262,17 @@ Status BackendExecutor::sample_chunk(const std::vector<ops::SampleRow>& rows, in
 
 uint64_t BackendExecutor::hash_device_block(int i, int g, int32_t block) {
     RankState& st = states_[i];
-    const int64_t bb = st.cache.block_bytes();
-    std::vector<uint8_t> bytes(bb);
+    const int64_t sb = st.cache.scale_block_bytes(), cb = st.cache.block_bytes() - sb;
+    std::vector<uint8_t> bytes(cb + sb);
     uint64_t h = 14695981039346656037ull;  // FNV-1a 64
     for (const ops::KvLayer& l : st.swap_layers[g]) {
-        for (const void* pool : {l.k, l.v}) {
-            group_->rank(i).backend->download(bytes.data(), static_cast<const uint8_t*>(pool) + block * bb,
-                                              bb);
-            for (uint8_t x : bytes) h = (h ^ x) * 1099511628211ull;
+        // The codes (or elements) of K and V, then their scales (int8 KV).
+        const std::pair<const void*, int64_t> parts[] = {
+            {l.k, cb}, {l.v, cb}, {l.k_scales, sb}, {l.v_scales, sb}};
+        for (const auto& [pool, n] : parts) {
+            if (n == 0) continue;
+            group_->rank(i).backend->download(bytes.data(), static_cast<const uint8_t*>(pool) + block * n, n);
+            for (int64_t j = 0; j < n; ++j) h = (h ^ bytes[j]) * 1099511628211ull;
         }
     }
     return h;
@@ -293,7 +297,8 @@ void BackendExecutor::swap_rank(int i, const StepBatch& b) {
             group_->rank(i).backend->swap_blocks(
                 {st.swap_layers[g].data(), static_cast<int64_t>(st.swap_layers[g].size()),
                  st.host_pool[g].data(), st.swap_device.data(), st.swap_host.data(),
-                 static_cast<int64_t>(st.swap_device.size()), st.cache.block_bytes(), out});
+                 static_cast<int64_t>(st.swap_device.size()), st.cache.block_bytes(), out,
+                 st.cache.scale_block_bytes()});
             if (!out && swap_observer_)
                 for (const BlockSwap& sw : swaps)
                     if (sw.group == g) swap_observer_(i, sw, false, hash_device_block(i, g, sw.device));
@@ -322,7 +327,8 @@ void BackendExecutor::copy_blocks(int i, const StepBatch& b) {
         if (st.group_layers.empty()) continue;
         r.backend->copy_blocks({st.group_layers.data(), static_cast<int64_t>(st.group_layers.size()),
                                 st.copy_src.data(), st.copy_dst.data(),
-                                static_cast<int64_t>(st.copy_src.size()), st.cache.block_bytes()});
+                                static_cast<int64_t>(st.copy_src.size()), st.cache.block_bytes(),
+                                st.cache.scale_block_bytes()});
     }
 }
 

@@ -94,6 +94,10 @@ void add_engine_flags(CLI::App* app, EngineFlags* f) {
                     "GiB of expert weights to keep in host memory and run on the CPU, taken from the last "
                     "layers (vLLM's flag; 0: none)")
         ->capture_default_str();
+    app->add_option("--kv-cache-dtype", f->kv_cache_dtype,
+                    "auto (f32 on the CPU, f16 on a GPU) or int8 (per-head scales: half the bytes of f16; "
+                    "CPU only for now; docs/quantization.md); vLLM's fp8 spellings are refused")
+        ->capture_default_str();
     app->add_option("--quantization", f->quantization,
                     "awq, int8 or mxfp4: must match the checkpoint's quantization_config (which decides)");
 }
@@ -120,6 +124,25 @@ Status check_quantization_flag(const std::string& flag, const model::GptOssConfi
     return invalid_argument(m);
 }
 
+Result<ops::Format> kv_cache_format(const std::string& dtype, const std::string& device) {
+    if (dtype == "auto") return device == "cpu" ? ops::Format::kF32 : ops::Format::kF16;
+    if (dtype == "int8") {
+        if (device != "cpu")
+            return unimplemented(
+                "--kv-cache-dtype int8 runs on --device cpu only for now: the " + device +
+                " kernels for an int8 KV cache are not built yet (use --kv-cache-dtype auto)");
+        return ops::Format::kInt8;
+    }
+    if (dtype == "fp8" || dtype == "fp8_e4m3" || dtype == "fp8_e5m2")
+        return unimplemented(
+            "--kv-cache-dtype " + dtype +
+            " is not implemented; --kv-cache-dtype int8 halves the KV cache's bytes (per-head "
+            "scales, docs/quantization.md)");
+    return invalid_argument("--kv-cache-dtype " + dtype +
+                            " is not one of auto, int8 (fp8, fp8_e4m3, "
+                            "fp8_e5m2: not implemented)");
+}
+
 Result<std::shared_ptr<const model::ModelWeights>> load_weights(const EngineFlags& f,
                                                                 const std::string& dir) {
     VOLT_ASSIGN_OR_RETURN(auto w, model::load_model_as(dir, f.load_format));
@@ -143,6 +166,8 @@ Status check_engine_flags(const EngineFlags& f) {
         return invalid_argument("--cpu-offload-experts / --cpu-offload-gb need a model (--executor cpu)");
     if (!(f.swap_space_gib >= 0))
         return invalid_argument("--swap-space " + std::to_string(f.swap_space_gib) + " GiB must be >= 0");
+    if (f.executor != "scripted")
+        VOLT_RETURN_IF_ERROR(kv_cache_format(f.kv_cache_dtype, f.device.device).status());
     return Status::ok();
 }
 
@@ -209,6 +234,9 @@ Result<std::unique_ptr<Executor>> make_executor(const EngineFlags& f,
         return std::unique_ptr<Executor>(std::move(ex));
     }
     if (!weights) return invalid_argument("--executor cpu needs a model");
+    VOLT_ASSIGN_OR_RETURN(const ops::Format kv_format, kv_cache_format(f.kv_cache_dtype, f.device.device));
+    if (kv_format == ops::Format::kInt8)
+        spdlog::info("KV cache: int8 with one f32 scale per token and KV head (--kv-cache-dtype int8)");
     VOLT_ASSIGN_OR_RETURN(const model::OffloadPlan offload, offload_plan(f, *weights));
     if (offload.any()) {
         if (f.parallel.world_size() > 1)
@@ -231,22 +259,21 @@ Result<std::unique_ptr<Executor>> make_executor(const EngineFlags& f,
         ops::CommunicatorOptions comm;
         comm.timeout_s = f.collective_timeout_s;
         const DeviceOptions device = f.device;
-        VOLT_ASSIGN_OR_RETURN(auto ex,
-                              BackendExecutor::create_parallel(
-                                  weights, f.parallel, [device](int) { return make_backend(device); },
-                                  ops::Format::kF32, comm));
+        VOLT_ASSIGN_OR_RETURN(auto ex, BackendExecutor::create_parallel(
+                                           weights, f.parallel,
+                                           [device](int) { return make_backend(device); }, kv_format, comm));
         return std::unique_ptr<Executor>(std::move(ex));
     }
     if (f.device.device == "cuda") {
         VOLT_ASSIGN_OR_RETURN(auto backend, make_backend(f.device));
-        VOLT_ASSIGN_OR_RETURN(auto ex, BackendExecutor::create(weights, std::move(backend), ops::Format::kF16,
-                                                               1, offload.layers));
+        VOLT_ASSIGN_OR_RETURN(
+            auto ex, BackendExecutor::create(weights, std::move(backend), kv_format, 1, offload.layers));
         ex->set_enforce_eager(f.enforce_eager);
         if (config) VOLT_RETURN_IF_ERROR(plan_device_memory(f, *ex, config));
         return std::unique_ptr<Executor>(std::move(ex));
     }
     return std::unique_ptr<Executor>(
-        std::make_unique<CpuExecutor>(std::move(weights), ops::Format::kF32, 1, offload.layers));
+        std::make_unique<CpuExecutor>(std::move(weights), kv_format, 1, offload.layers));
 }
 
 }  // namespace volt::executor

@@ -8,7 +8,8 @@
 // --enforce-eager, --gpu-memory-utilization,
 // --load-format auto|safetensors|dummy, --tensor-parallel-size, --pipeline-parallel-size,
 // --collective-timeout (docs/parallel.md), --cpu-offload-experts and --cpu-offload-gb (CPU expert offload,
-// model/offload.h). --dtype stays each command's own (serve takes vLLM's spellings).
+// model/offload.h), --kv-cache-dtype auto|int8 (vLLM's fp8 spellings refused). --dtype stays each command's
+// own (serve takes vLLM's spellings).
 // Tests: tests/unit/executor/engine_flags_test.cc; on the GPU scripts/gpu/serve.sh.
 #pragma once
 
@@ -43,9 +44,17 @@ struct EngineFlags {
     model::ParallelConfig parallel;          // --tensor-parallel-size, --pipeline-parallel-size
     double collective_timeout_s = 300.0;     // --collective-timeout: the communicators' watchdog
     std::string quantization;                // --quantization: must match the checkpoint ("": any)
-    std::string cpu_offload_experts;  // --cpu-offload-experts: N, all, or a layer list (model/offload.h)
-    double cpu_offload_gb = 0.0;      // --cpu-offload-gb: GiB of experts (last layers) on the host
+    std::string cpu_offload_experts;      // --cpu-offload-experts: N, all, or a layer list (model/offload.h)
+    double cpu_offload_gb = 0.0;          // --cpu-offload-gb: GiB of experts (last layers) on the host
+    std::string kv_cache_dtype = "auto";  // --kv-cache-dtype: auto or int8 (kv_cache_format)
 };
+
+// The KV-cache format --kv-cache-dtype names for --device `device`: auto is the executor's own (f32 on
+// the CPU, the reference; f16 on a GPU), int8 the per-head int8 cache (docs/quantization.md "KV cache";
+// CPU only for now). Errors: kUnimplemented for vLLM's fp8, fp8_e4m3, fp8_e5m2 (not implemented: use
+// int8) and for int8 on --device cuda (its kernels are not built yet); kInvalidArgument for any other
+// value, listing the accepted ones.
+Result<ops::Format> kv_cache_format(const std::string& dtype, const std::string& device);
 
 // --quantization against the checkpoint's config: "" or the checkpoint's own method (awq, int8, mxfp4)
 // passes; anything else is kInvalidArgument naming both and the convert command that would make it.

@@ -2,6 +2,7 @@
 // (the CPU) runs, and the reference the fused GPU kernels are checked against by the op harness.
 #include <cstring>
 #include <string>
+#include <utility>
 
 #include "core/check.h"
 #include "ops/ops.h"
@@ -85,11 +86,18 @@ void Backend::final_logits(const FinalLogitsArgs& a) {
 }
 
 void Backend::copy_blocks(const CopyBlocksArgs& a) {
+    const int64_t code_bytes = a.block_bytes - a.scale_block_bytes;
     for (int64_t l = 0; l < a.num_layers; ++l) {
-        for (void* pool : {a.layers[l].k, a.layers[l].v}) {
+        const KvLayer& kv = a.layers[l];
+        const std::pair<void*, int64_t> parts[] = {{kv.k, code_bytes},
+                                                   {kv.v, code_bytes},
+                                                   {kv.k_scales, a.scale_block_bytes},
+                                                   {kv.v_scales, a.scale_block_bytes}};
+        for (const auto& [pool, bytes] : parts) {
+            if (bytes == 0) continue;
             auto* base = static_cast<uint8_t*>(pool);
             for (int64_t i = 0; i < a.num_copies; ++i)
-                copy(base + a.dst[i] * a.block_bytes, base + a.src[i] * a.block_bytes, a.block_bytes);
+                copy(base + a.dst[i] * bytes, base + a.src[i] * bytes, bytes);
         }
     }
 }
@@ -102,16 +110,25 @@ Result<Buffer> Backend::alloc_host(int64_t bytes) {
 void Backend::swap_blocks(const SwapBlocksArgs& a) {
     auto* host = static_cast<uint8_t*>(a.host_pool);
     const int64_t host_block = a.num_layers * 2 * a.block_bytes;
+    const int64_t code_bytes = a.block_bytes - a.scale_block_bytes;
     for (int64_t i = 0; i < a.num_blocks; ++i) {
         for (int64_t l = 0; l < a.num_layers; ++l) {
             for (int kv = 0; kv < 2; ++kv) {
-                auto* pool = static_cast<uint8_t*>(kv == 0 ? a.layers[l].k : a.layers[l].v);
-                uint8_t* dev = pool + a.device_blocks[i] * a.block_bytes;
+                const KvLayer& layer = a.layers[l];
                 uint8_t* h = host + a.host_blocks[i] * host_block + (l * 2 + kv) * a.block_bytes;
-                if (a.to_host) {
-                    download(h, dev, a.block_bytes);
-                } else {
-                    upload(dev, h, a.block_bytes);
+                // The codes (or f32 / f16 elements), then the scales (kInt8).
+                const std::pair<void*, int64_t> parts[] = {
+                    {kv == 0 ? layer.k : layer.v, code_bytes},
+                    {kv == 0 ? layer.k_scales : layer.v_scales, a.scale_block_bytes}};
+                for (const auto& [pool, bytes] : parts) {
+                    if (bytes == 0) continue;
+                    uint8_t* dev = static_cast<uint8_t*>(pool) + a.device_blocks[i] * bytes;
+                    if (a.to_host) {
+                        download(h, dev, bytes);
+                    } else {
+                        upload(dev, h, bytes);
+                    }
+                    h += bytes;
                 }
             }
         }

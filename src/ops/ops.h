@@ -4,16 +4,16 @@
 // sample op, KV copy-on-write and KV swap to host memory. model/forward.cc calls the coarse ops only.
 // Contracts: every pointer in an Args struct lives in the backend's memory; activations between ops are
 // f32 ([rows, cols], row-major) so every op's output reaches the f32 residual stream without an fp16
-// round trip (a backend may narrow to fp16 in registers as matmul operands); the KV cache is f32 or f16
-// (KvLayer::format). Every reduction has an order fixed by the shape and the row's own data: outputs are
-// bitwise independent of the batch. Matmul-like ops (linear, router, experts, final_logits and the coarse
-// ops that contain them) take any finite f32 input up to 1e6 in magnitude and stay within their
-// tolerance: a backend that narrows activations to fp16 operands must scale them (per row or per block,
-// as int8 activation quantization does) so nothing overflows (docs/public-bugs.md BUG-22: fp16 GEMM inputs
-// past 65504 became inf on Volta). Head dims are even; block sizes are any positive number of tokens. Math
-// sources: spec/gpt-oss.md §3 (named on each op). Tests: the op harness tests/kernels/op_test.cc
-// (volt_op_test, against a double-precision reference), the whole pass against transformers in tests/golden/.
-// C++17 (the .cu files include it).
+// round trip (a backend may narrow to fp16 in registers as matmul operands); the KV cache is f32, f16 or
+// int8 with per-head scales (KvLayer::format; int8 on backends whose supports_kv_format says so). Every
+// reduction has an order fixed by the shape and the row's own data: outputs are bitwise independent of the
+// batch. Matmul-like ops (linear, router, experts, final_logits and the coarse ops that contain them) take
+// any finite f32 input up to 1e6 in magnitude and stay within their tolerance: a backend that narrows
+// activations to fp16 operands must scale them (per row or per block, as int8 activation quantization does)
+// so nothing overflows (docs/public-bugs.md BUG-22: fp16 GEMM inputs past 65504 became inf on Volta). Head
+// dims are even; block sizes are any positive number of tokens. Math sources: spec/gpt-oss.md §3 (named on
+// each op). Tests: the op harness tests/kernels/op_test.cc (volt_op_test, against a double-precision
+// reference), the whole pass against transformers in tests/golden/. C++17 (the .cu files include it).
 #pragma once
 
 #include <cstdint>
@@ -208,7 +208,10 @@ struct CopyBlocksArgs {
     const int32_t* src;  // [num_copies]
     const int32_t* dst;
     int64_t num_copies;
-    int64_t block_bytes;  // bytes of one block of one pool (block_size * nkv * d * element size)
+    int64_t block_bytes;  // bytes of one block of one pool, its scales included (model/kv_store.h)
+    // kInt8: the part of block_bytes that is the block's scales (block_size * nkv * 4), copied from
+    // k_scales / v_scales; the rest (block_size * nkv * d) is the codes in k / v. 0 for f32 and f16.
+    int64_t scale_block_bytes = 0;
 };
 
 // KV swap to host memory (--preemption-mode swap): for every layer l and i < num_blocks, K and V of
@@ -224,8 +227,11 @@ struct SwapBlocksArgs {
     const int32_t* device_blocks;  // [num_blocks]
     const int32_t* host_blocks;    // [num_blocks]
     int64_t num_blocks;
-    int64_t block_bytes;  // bytes of one block of one pool (block_size * nkv * d * element size)
+    int64_t block_bytes;  // bytes of one block of one pool, its scales included (model/kv_store.h)
     bool to_host;
+    // kInt8: the last scale_block_bytes of each pool's block_bytes in the host block are its scales
+    // (from k_scales / v_scales), the codes come first; 0 for f32 and f16 (see CopyBlocksArgs).
+    int64_t scale_block_bytes = 0;
 };
 
 // ---- the backend -------------------------------------------------------------------------------------
@@ -297,6 +303,9 @@ class Backend {
     // Host memory the backend copies to and from at full speed (the KV swap pool): ordinary memory on
     // the CPU, pinned (page-locked) memory on a GPU; zeroed. Default kUnimplemented. Freed by the Buffer.
     virtual Result<Buffer> alloc_host(int64_t bytes);
+    // Whether kv_write, attention, copy_blocks and swap_blocks handle a KV cache of format f. Default:
+    // kF32 and kF16. model::KvStore::create refuses the others with kUnimplemented.
+    virtual bool supports_kv_format(Format f) const { return f == Format::kF32 || f == Format::kF16; }
     // Backend memory is host memory (the CPU): swapping KV to host memory would gain nothing.
     virtual bool memory_is_host() const { return false; }
     // rows x width bytes from src (rows src_pitch bytes apart) to dst (dst_pitch apart), within backend

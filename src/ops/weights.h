@@ -15,7 +15,8 @@ enum class Format : uint8_t {
     kF16,    // IEEE binary16
     kBf16,   // the checkpoints' dense format
     kMxfp4,  // OCP MX FP4 E2M1 codes, blocks of 32 along `in` with one E8M0 scale (spec §2.3)
-    kInt8,   // weight-only int8, symmetric per output channel: w = q * scales[out] (f16 scales)
+    kInt8,   // weights: int8, symmetric per output channel, w = q * scales[out] (f16 scales); KV cache:
+             // int8 per (slot, kv head) with an f32 scale (KvLayer, ops/kv_int8.h)
     kInt4,   // weight-only 4-bit, group-wise with zero points: w = (q - z) * s (layout: docs/quantization.md)
 };
 
@@ -65,12 +66,16 @@ struct QkvWeights {
 inline constexpr int kNumKvGroups = 2;
 
 // The paged KV cache of one layer: K and V pools [num_blocks, block_size, nkv, d]; slot s = block *
-// block_size + offset.
+// block_size + offset. kInt8 (--kv-cache-dtype int8, docs/quantization.md "KV cache"): the pools hold
+// int8 codes q and k_scales / v_scales hold one f32 scale per (slot, kv head), [num_blocks, block_size,
+// nkv]; element i of head g of slot s is q[s, g, i] * scales[s, g] (ops/kv_int8.h).
 struct KvLayer {
-    Format format = Format::kF32;  // kF32 or kF16
+    Format format = Format::kF32;  // kF32, kF16 or kInt8
     void* k = nullptr;
     void* v = nullptr;
     int64_t num_blocks = 0, block_size = 0;
+    float* k_scales = nullptr;  // kInt8: [num_blocks, block_size, nkv]; else nullptr
+    float* v_scales = nullptr;
 };
 
 }  // namespace volt::ops

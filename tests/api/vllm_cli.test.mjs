@@ -312,6 +312,28 @@ describe("honoured flags observed through the API (docs/flags.md)", () => {
         assert.equal(tokens["128M"], 2 * tokens["64M"]);
     });
 
+    test("--kv-cache-dtype int8: the same KV bytes hold more tokens and it serves; fp8 is refused", async () => {
+        const tokens = {};
+        for (const dtype of ["auto", "int8"]) {
+            const s = await serve(["serve", TINY, "--port", "0", "--max-model-len", "2048", "--kv-cache-memory-bytes", "32M",
+                "--kv-cache-dtype", dtype, "--served-model-name", "m"]);
+            assert.doesNotMatch(s.stderr(), /--kv-cache-dtype.*ignored/);
+            const m = await metrics(s);
+            tokens[dtype] = 16 * (m['voltllm_kv_blocks_total{group="full"}'] + m['voltllm_kv_blocks_total{group="sliding"}']);
+            const r = await postJson(s, "/v1/completions", { model: "m", prompt: "The old harbor", max_tokens: 4, temperature: 0, ignore_eos: true });
+            assert.equal(r.status, 200, JSON.stringify(r.json));
+            assert.equal(r.json.usage.completion_tokens, 4);
+            assert.equal((await s.stop()).code, 0);
+        }
+        // CPU auto is f32 (4d bytes a head vector), int8 d + 4: more than twice the tokens for any d >= 8.
+        assert.ok(tokens.int8 > 2 * tokens.auto, JSON.stringify(tokens));
+        for (const v of ["fp8", "fp8_e4m3", "fp8_e5m2"]) {
+            const r = spawnSync(BIN, ["serve", TINY, "--port", "0", "--kv-cache-dtype", v], { encoding: "utf8" });
+            assert.notEqual(r.status, 0);
+            assert.match(r.stderr, new RegExp(`--kv-cache-dtype ${v} is not implemented.*int8`));
+        }
+    });
+
     test("--max-num-batched-tokens: the chunk budget the sliding-window pool must hold", () => {
         const r = spawnSync(BIN, ["serve", TINY, "--port", "0", "--max-model-len", "2048", "--num-kv-blocks", "100", "--max-num-batched-tokens", "2048"],
             { encoding: "utf8" });

@@ -3,9 +3,15 @@
 // freed, -1) and the coarse qkv_rope_kvwrite (§3.3 + §3.4 steps 1-3 + the cache write). KV pools start as
 // 0xFF bytes (NaN): a kernel that reads a block the table does not name, or writes a slot the mapping does
 // not name, is caught; slots past a sequence's end hold finite "stale" values a wrong mask would mix in.
+// The int8 KV cache (--kv int8, docs/quantization.md "KV cache"): kv_write's codes and scales are checked
+// against the format's definition (the scale exactly, every element within the bound), qkv_rope_kvwrite's
+// within the bound plus the chain's tolerance, attention against
+// the reference twice (on the dequantized cache: the f32 tolerance; on the values before quantization: a
+// tolerance derived from the bound, see int8_attention_bound).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <string>
 
 #include "core/dtype.h"
@@ -109,7 +115,122 @@ std::vector<int64_t> random_slots(Rng& rng, int64_t T, int64_t num_slots) {
     return s;
 }
 
+// ---- the int8 KV format, written here from docs/quantization.md (not from src/ops/kv_int8.h, so a bug
+// in the format's implementation cannot hide in the test) ------------------------------------------------
+
+// |q s - v| <= s (1/2 + 254 u) per element, u = 2^-24 (the doc's derivation: f32 roundings of v / s and
+// of q s on top of the exact s/2).
+constexpr double kInt8KvBound = 0.5 + 254.0 / 16777216.0;
+
+// Codes and scale of one head vector: s = max|v| / 127 in f32, q = clamp(rint(v / s), -127, 127).
+void int8_quantize_head(const float* v, int64_t d, int8_t* q, float* s) {
+    float amax = 0.0f;
+    for (int64_t i = 0; i < d; ++i) amax = std::max(amax, std::abs(v[i]));
+    *s = amax / 127.0f;
+    for (int64_t i = 0; i < d; ++i) {
+        const double r = *s == 0.0f ? 0.0 : std::nearbyint(static_cast<double>(v[i] / *s));
+        q[i] = static_cast<int8_t>(std::clamp(r, -127.0, 127.0));
+    }
+}
+
+// An int8 cache after a write of rows k, v [T, nkv, d]. rel == 0 (kv_write: k, v are the op's exact f32
+// inputs): every stored scale must be exactly max|v| / 127 (f32) and every element within the bound.
+// rel > 0 (qkv_rope_kvwrite: k, v are the double reference of an f32 chain within rel of the row's rms or
+// the element): the scale within that of max|v| / 127, every element within c s + rel max(|v_i|, rms).
+// Every other byte of the code and scale pools must still be the poison.
+void check_int8_pools(Case& c, int64_t nkv, int64_t d, const std::vector<int64_t>& slots,
+                      const std::vector<double>& k, const std::vector<double>& v,
+                      const std::vector<std::vector<uint8_t>>& got /* k codes, v codes, k scales, v scales */,
+                      double rel = 0.0) {
+    std::vector<std::vector<uint8_t>> rest = got;
+    int64_t bad = 0;
+    std::string first;
+    double worst = 0.0;  // largest |error| / allowed seen
+    for (size_t t = 0; t < slots.size(); ++t) {
+        if (slots[t] < 0) continue;
+        for (int kv = 0; kv < 2; ++kv) {
+            const std::vector<double>& want = kv == 0 ? k : v;
+            const auto* codes = reinterpret_cast<const int8_t*>(got[kv].data());
+            double ss = 0;
+            for (int64_t i = 0; i < nkv * d; ++i) ss += want[t * nkv * d + i] * want[t * nkv * d + i];
+            const double rms = std::sqrt(ss / static_cast<double>(nkv * d));
+            for (int64_t g = 0; g < nkv; ++g) {
+                const int64_t si = slots[t] * nkv + g;
+                float scale;
+                std::memcpy(&scale, got[2 + kv].data() + 4 * si, 4);
+                const double* src = want.data() + (t * nkv + g) * d;
+                std::vector<float> f(src, src + d);
+                int8_t q_ref[1024];
+                float s_ref;
+                int8_quantize_head(f.data(), d, q_ref, &s_ref);
+                const bool scale_ok = rel == 0.0
+                                          ? std::memcmp(&scale, &s_ref, 4) == 0
+                                          : std::abs(127.0 * scale - 127.0 * s_ref) <=
+                                                rel * std::max(127.0 * s_ref, rms) + 1e-6 * 127.0 * s_ref;
+                if (!scale_ok && bad++ == 0)
+                    first = (kv == 0 ? "k" : "v") + std::string(" scale of slot ") +
+                            std::to_string(slots[t]) + " head " + std::to_string(g) + ": " + num(scale) +
+                            " vs max|v|/127 = " + num(s_ref);
+                for (int64_t i = 0; i < d; ++i) {
+                    const int8_t q = codes[si * d + i];
+                    const double err = std::abs(static_cast<double>(q) * scale - src[i]);
+                    const double allowed = kInt8KvBound * scale + rel * std::max(std::abs(src[i]), rms);
+                    if (allowed > 0) worst = std::max(worst, err / allowed);
+                    if ((q == -128 || !(err <= allowed)) && bad++ == 0)
+                        first = (kv == 0 ? "k" : "v") + std::string(" slot ") + std::to_string(slots[t]) +
+                                " head " + std::to_string(g) + " element " + std::to_string(i) + ": code " +
+                                std::to_string(q) + " x " + num(scale) + " vs " + num(src[i]);
+                }
+                std::memset(rest[kv].data() + si * d, 0xFF, d);
+                std::memset(rest[2 + kv].data() + 4 * si, 0xFF, 4);
+            }
+        }
+    }
+    if (bad > 0) c.fail(std::to_string(bad) + " int8 KV values off the format (first: " + first + ")");
+    c.note("int8 KV: at most " + num(worst) + " of the allowed error");
+    const char* names[] = {"k_untouched", "v_untouched", "k_scales_untouched", "v_scales_untouched"};
+    for (int p = 0; p < 4; ++p)
+        c.compare_bytes(names[p], rest[p], std::vector<uint8_t>(rest[p].size(), 0xFF));
+}
+
+void kv_write_int8_case(Case& c, int64_t T, int64_t nkv, int64_t d, int64_t bs, int64_t nb) {
+    if (!c.backend().supports_kv_format(Format::kInt8)) {
+        c.skip("the backend has no int8 KV cache");
+        return;
+    }
+    Rng& rng = c.rng();
+    const int64_t row = nkv * d, code_bytes = nb * bs * row, scale_bytes = nb * bs * nkv * 4;
+    std::vector<float> k = rng.normal_f32(T * row, 1.0), v = rng.normal_f32(T * row, 1.0);
+    // Edge vectors: an all-zero head (s = 0), a tie at the maximum, huge and tiny magnitudes.
+    if (T > 1) std::fill_n(k.begin() + row, d, 0.0f);
+    if (T > 2) std::fill_n(v.begin() + 2 * row, d, -3.5f);
+    if (T > 4)
+        for (int64_t i = 0; i < d; ++i) k[4 * row + i] *= 1e30f;
+    if (T > 5)
+        for (int64_t i = 0; i < d; ++i) v[5 * row + i] *= 1e-30f;
+    const std::vector<int64_t> slots = random_slots(rng, T, nb * bs);
+    const float* d_k = c.upload(k);
+    const float* d_v = c.upload(v);
+    const int64_t* d_slots = c.upload(slots);
+    void* kp = c.poisoned<uint8_t>(code_bytes);
+    void* vp = c.poisoned<uint8_t>(code_bytes);
+    auto* ks = static_cast<float*>(static_cast<void*>(c.poisoned<uint8_t>(scale_bytes)));
+    auto* vs = static_cast<float*>(static_cast<void*>(c.poisoned<uint8_t>(scale_bytes)));
+    const ops::KvLayer kv{Format::kInt8, kp, vp, nb, bs, ks, vs};
+    c.reserve(T, 1, T);
+    c.backend().kv_write({d_k, d_v, d_slots, kv, T, nkv, d});
+    check_int8_pools(
+        c, nkv, d, slots, to_double(k), to_double(v),
+        {c.download(static_cast<uint8_t*>(kp), code_bytes), c.download(static_cast<uint8_t*>(vp), code_bytes),
+         c.download(reinterpret_cast<uint8_t*>(ks), scale_bytes),
+         c.download(reinterpret_cast<uint8_t*>(vs), scale_bytes)});
+}
+
 void kv_write_case(Case& c, int64_t T, int64_t nkv, int64_t d, int64_t bs, int64_t nb, Format f) {
+    if (f == Format::kInt8) {
+        kv_write_int8_case(c, T, nkv, d, bs, nb);
+        return;
+    }
     Rng& rng = c.rng();
     const int64_t row = nkv * d, pool_bytes = nb * bs * row * format_bytes(f);
     const std::vector<float> k = rng.normal_f32(T * row, 1.0), v = rng.normal_f32(T * row, 1.0);
@@ -143,9 +264,72 @@ struct AttnShape {
     int64_t max_seq_len_bound = 0;  // > 0: passed instead of the true maximum (never changes a result)
 };
 
+// The int8 cache against the reference on the values before quantization: out = sum_j p_j v_j with
+// scores x_j = scale q.k_j and the sink z in the denominator only. Every element of a dequantized key is
+// within c s_k of the true one (c = kInt8KvBound, s_k its head's scale), so each score moves by at most
+// D = scale sum_i |q_i| c max_j s_kj. Then p^_j / p_j = e^(d_j) D / D^ lies in [e^-2D, e^2D] (the
+// denominator, sink included, moves by at most a factor e^D), so sum_j |p^_j - p_j| |v_j| <= (e^2D - 1)
+// max_j |v_j|; the values add sum_j p^_j c s_vj <= c max_j s_vj (sum p^ <= 1). Per row (t, h), over the
+// keys it reads: |out^ - out| <= (e^2D - 1) max |v| + c max s_v, plus the f32 kernel's own error (the
+// attention tolerance). A bound, not an estimate: the note reports how much of it was used.
+void check_int8_attention_bound(Case& c, const AttnShape& a, const std::vector<float>& got,
+                                const std::vector<double>& want, const std::vector<float>& q,
+                                const std::vector<float>& vorig, const std::vector<float>& kscale,
+                                const std::vector<float>& vscale, const std::vector<int32_t>& qsl,
+                                const std::vector<int32_t>& tables, int64_t max_blocks, float scale) {
+    const int64_t row = a.nkv * a.d, group = a.nh / a.nkv;
+    double ss = 0;
+    for (double w : want) ss += w * w;
+    const double floor = std::sqrt(ss / static_cast<double>(std::max<size_t>(want.size(), 1)));
+    const double f32_tol = c.tol("attention").rel;
+    int64_t bad = 0;
+    double used = 0;
+    std::string first;
+    for (size_t s = 0; s < a.seqs.size(); ++s) {
+        for (int32_t i = 0; i < a.seqs[s].q_len; ++i) {
+            const int64_t t = qsl[s] + i, n = a.seqs[s].seq_len - a.seqs[s].q_len + i;
+            const int64_t lo = a.window > 0 ? std::max<int64_t>(0, n - a.window + 1) : 0;
+            for (int64_t h = 0; h < a.nh; ++h) {
+                const int64_t g = h / group;
+                double sk = 0, sv = 0, vmax = 0, q1 = 0;
+                for (int64_t j = lo; j <= n; ++j) {
+                    const int64_t slot =
+                        static_cast<int64_t>(tables[s * max_blocks + j / a.bs]) * a.bs + j % a.bs;
+                    sk = std::max<double>(sk, kscale[slot * a.nkv + g]);
+                    sv = std::max<double>(sv, vscale[slot * a.nkv + g]);
+                    for (int64_t e = 0; e < a.d; ++e)
+                        vmax = std::max<double>(vmax, std::abs(vorig[slot * row + g * a.d + e]));
+                }
+                for (int64_t e = 0; e < a.d; ++e) q1 += std::abs(q[(t * a.nh + h) * a.d + e]);
+                const double dmax = scale * q1 * kInt8KvBound * sk;
+                const double bound = std::expm1(2 * dmax) * vmax + kInt8KvBound * sv;
+                for (int64_t e = 0; e < a.d; ++e) {
+                    const int64_t o = (t * a.nh + h) * a.d + e;
+                    const double err = std::abs(got[o] - want[o]);
+                    const double allowed = bound + f32_tol * std::max(std::abs(want[o]), floor);
+                    used = std::max(used, err / allowed);
+                    if (!(err <= allowed) && bad++ == 0)
+                        first = "row " + std::to_string(t) + " head " + std::to_string(h) + " element " +
+                                std::to_string(e) + ": |" + num(got[o]) + " - " + num(want[o]) + "| > " +
+                                num(allowed);
+                }
+            }
+        }
+    }
+    if (bad > 0) c.fail(std::to_string(bad) + " outputs beyond the int8 KV bound (first: " + first + ")");
+    c.note("int8 KV vs the unquantized cache: at most " + num(used) + " of the derived bound");
+}
+
 void attention_case(Case& c, const AttnShape& a, Format f) {
     Rng& rng = c.rng();
-    const int64_t S = static_cast<int64_t>(a.seqs.size()), row = a.nkv * a.d, eb = format_bytes(f);
+    const bool int8 = f == Format::kInt8;
+    if (int8 && !c.backend().supports_kv_format(f)) {
+        c.skip("the backend has no int8 KV cache");
+        return;
+    }
+    // int8: the values are drawn as f32 (the same draws), then quantized head by head below.
+    const Format vf = int8 ? Format::kF32 : f;
+    const int64_t S = static_cast<int64_t>(a.seqs.size()), row = a.nkv * a.d, eb = format_bytes(vf);
     std::vector<int32_t> qsl = {0}, lens;
     int64_t max_len = 0, max_blocks = 0, live_blocks = 0;
     for (const Seq& s : a.seqs) {
@@ -180,8 +364,8 @@ void attention_case(Case& c, const AttnShape& a, Format f) {
                 const double sigma = b * a.bs + o < L ? 1.0 : 3.0;
                 for (int64_t e = 0; e < row; ++e) {
                     const int64_t off = (static_cast<int64_t>(p) * a.bs + o) * row + e;
-                    store(kpool, f, off, static_cast<float>(sigma * rng.normal()));
-                    store(vpool, f, off, static_cast<float>(sigma * rng.normal()));
+                    store(kpool, vf, off, static_cast<float>(sigma * rng.normal()));
+                    store(vpool, vf, off, static_cast<float>(sigma * rng.normal()));
                 }
             }
         }
@@ -192,7 +376,37 @@ void attention_case(Case& c, const AttnShape& a, Format f) {
     ops::VectorWeight ps;
     if (!c.place(sinks_host, &ps)) return;
     const float* d_q = c.upload(q);
-    const ops::KvLayer kv{f, c.upload(kpool), c.upload(vpool), nb, a.bs};
+    ops::KvLayer kv{f, c.upload(kpool), c.upload(vpool), nb, a.bs};
+    // int8: codes (poison 0xFF = -1 where no block was written), scales (poison: NaN), and the dequantized
+    // values q s as f32 (exact in double; the f32 rounding is within 2^-24, far below the tolerance) for
+    // the reference.
+    std::vector<float> korig, vorig, kdq, vdq, kscale, vscale;
+    if (int8) {
+        auto as_f32 = [](const std::vector<uint8_t>& p) {
+            std::vector<float> x(p.size() / 4);
+            std::memcpy(x.data(), p.data(), p.size());
+            return x;
+        };
+        korig = as_f32(kpool);
+        vorig = as_f32(vpool);
+        kdq = korig;
+        vdq = vorig;
+        std::vector<int8_t> kq(nb * a.bs * row, -1), vq(kq.size(), -1);
+        kscale.assign(nb * a.bs * a.nkv, std::numeric_limits<float>::quiet_NaN());
+        vscale = kscale;
+        for (int64_t h = 0; h < nb * a.bs * a.nkv; ++h) {
+            if (std::isnan(korig[h * a.d])) continue;  // a block no table names: left as poison
+            int8_quantize_head(korig.data() + h * a.d, a.d, kq.data() + h * a.d, &kscale[h]);
+            int8_quantize_head(vorig.data() + h * a.d, a.d, vq.data() + h * a.d, &vscale[h]);
+            for (int64_t e = 0; e < a.d; ++e) {
+                kdq[h * a.d + e] = static_cast<float>(static_cast<double>(kq[h * a.d + e]) * kscale[h]);
+                vdq[h * a.d + e] = static_cast<float>(static_cast<double>(vq[h * a.d + e]) * vscale[h]);
+            }
+        }
+        std::memcpy(kpool.data(), kdq.data(), kpool.size());
+        std::memcpy(vpool.data(), vdq.data(), vpool.size());
+        kv = {f, c.upload(kq), c.upload(vq), nb, a.bs, c.upload(kscale), c.upload(vscale)};
+    }
     const int32_t* d_lens = c.upload(lens);
     const int32_t* d_qsl = c.upload(qsl);
     const int32_t* d_tables = c.upload(tables);
@@ -206,7 +420,7 @@ void attention_case(Case& c, const AttnShape& a, Format f) {
     const std::vector<double> qd = to_double(q);
     ref::AttentionInput in;
     in.q = &qd;
-    in.kv = {f, kpool.data(), vpool.data(), nb, a.bs, a.nkv, a.d};
+    in.kv = {vf, kpool.data(), vpool.data(), nb, a.bs, a.nkv, a.d};  // int8: the dequantized cache
     in.seq_lens = lens.data();
     in.query_start_loc = qsl.data();
     in.block_tables = tables.data();
@@ -216,14 +430,20 @@ void attention_case(Case& c, const AttnShape& a, Format f) {
     in.max_blocks = max_blocks;
     in.window = a.window;
     in.scale = scale;
-    c.compare("out", c.download(out, T * a.nh * a.d), ref::attention(in, c.inject()), c.tol("attention"));
+    const std::vector<float> got = c.download(out, T * a.nh * a.d);
+    c.compare("out", got, ref::attention(in, c.inject()), c.tol("attention"));
+    if (int8) {
+        in.kv = {Format::kF32, korig.data(), vorig.data(), nb, a.bs, a.nkv, a.d};
+        check_int8_attention_bound(c, a, got, ref::attention(in, c.inject()), q, vorig, kscale, vscale, qsl,
+                                   tables, max_blocks, scale);
+    }
     // Bytes read at least: every key and value in some query's range, once.
     int64_t keys = 0;
     for (const Seq& s : a.seqs) {
         const int64_t lo = a.window > 0 ? std::max<int64_t>(0, s.seq_len - s.q_len - a.window + 1) : 0;
         keys += s.seq_len - lo;
     }
-    const int64_t kv_bytes = keys * row * eb * 2;
+    const int64_t kv_bytes = keys * (int8 ? row + a.nkv * 4 : row * eb) * 2;
     // Sliding layers read 128 keys per sequence: their KV (~17 MB at batch 64) stays in L2 between calls.
     if (kv_bytes < (int64_t{256} << 20))
         c.bench_info("working_set", "below 4x L2 (L2-resident between calls)");
@@ -241,6 +461,10 @@ struct QkvShape {
 };
 
 void qkv_case(Case& c, const QkvShape& s, Format f) {
+    if (f == Format::kInt8 && !c.backend().supports_kv_format(f)) {
+        c.skip("the backend has no int8 KV cache");
+        return;
+    }
     Rng& rng = c.rng();
     const int64_t T = s.T, H = s.H, qd = s.nh * s.d, kvd = s.nkv * s.d;
     const std::vector<float> x = rng.normal_f32(T * H, s.x_rms);
@@ -270,6 +494,10 @@ void qkv_case(Case& c, const QkvShape& s, Format f) {
     const int64_t* d_slots = c.upload(slots);
     void* kp = c.poisoned<uint8_t>(pool_bytes);
     void* vp = c.poisoned<uint8_t>(pool_bytes);
+    const bool int8 = f == Format::kInt8;
+    const int64_t scale_bytes = int8 ? nb * s.bs * s.nkv * 4 : 0;
+    float* ks = int8 ? static_cast<float*>(static_cast<void*>(c.poisoned<uint8_t>(scale_bytes))) : nullptr;
+    float* vs = int8 ? static_cast<float*>(static_cast<void*>(c.poisoned<uint8_t>(scale_bytes))) : nullptr;
     float* d_h = c.poisoned<float>(T * H);
     float* d_q = c.poisoned<float>(T * qd);
     float* d_k = c.poisoned<float>(T * kvd);
@@ -277,8 +505,9 @@ void qkv_case(Case& c, const QkvShape& s, Format f) {
     const float eps = 1e-5f;
     c.reserve(T, 1, T);
     const ops::QkvRopeKvWriteArgs args{
-        d_x, pn,   pw,    d_pos, d_inv, rt.mscale, d_slots, {f, kp, vp, nb, s.bs}, d_h, d_q, d_k, d_v, T,
-        H,   s.nh, s.nkv, s.d,   eps,   s.keep,    s.P};
+        d_x, pn,  pw,     d_pos, d_inv, rt.mscale, d_slots, {f, kp, vp, nb, s.bs, ks, vs},
+        d_h, d_q, d_k,    d_v,   T,     H,         s.nh,    s.nkv,
+        s.d, eps, s.keep, s.P};
     c.backend().qkv_rope_kvwrite(args);
 
     const auto h = ref::rmsnorm(to_double(x), T, H, norm_host, eps);
@@ -294,9 +523,20 @@ void qkv_case(Case& c, const QkvShape& s, Format f) {
         c.compare("k", c.download(d_k, T * kvd), k, tol);
         c.compare("v", c.download(d_v, T * kvd), v, tol);
     }
-    check_pools(c, f, kvd, c.download(static_cast<uint8_t*>(kp), pool_bytes),
-                c.download(static_cast<uint8_t*>(vp), pool_bytes), slots, k, v,
-                f == Format::kF16 ? c.tol("qkv_rope_kvwrite.kv_f16") : tol);
+    if (int8) {
+        // The chain's f32 k, v are within tol of the reference; their quantization adds c s (see
+        // check_int8_pools).
+        check_int8_pools(c, s.nkv, s.d, slots, k, v,
+                         {c.download(static_cast<uint8_t*>(kp), pool_bytes),
+                          c.download(static_cast<uint8_t*>(vp), pool_bytes),
+                          c.download(reinterpret_cast<uint8_t*>(ks), scale_bytes),
+                          c.download(reinterpret_cast<uint8_t*>(vs), scale_bytes)},
+                         tol.rel);
+    } else {
+        check_pools(c, f, kvd, c.download(static_cast<uint8_t*>(kp), pool_bytes),
+                    c.download(static_cast<uint8_t*>(vp), pool_bytes), slots, k, v,
+                    f == Format::kF16 ? c.tol("qkv_rope_kvwrite.kv_f16") : tol);
+    }
     c.bench([&] { c.backend().qkv_rope_kvwrite(args); },
             (qd + 2 * kvd) * H * format_bytes(s.wf) + T * (H + qd) * 4 + T * 2 * kvd * format_bytes(f));
 }

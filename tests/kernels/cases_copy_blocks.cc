@@ -4,7 +4,9 @@
 // memory): random device blocks swapped out to random host blocks of an alloc_host pool (every host block
 // compared with its layout [layer, K/V, block bytes], untouched ones still zero), then the device pools
 // overwritten with other random bytes and the host blocks swapped in to other random device blocks
-// (every byte of every pool compared: swapped-in blocks hold what went out, the rest untouched).
+// (every byte of every pool compared: swapped-in blocks hold what went out, the rest untouched). int8 KV:
+// each layer has four pools, codes K and V and their f32 scales, all copied and swapped (a host block
+// holds per pool its codes, then its scales: ops::SwapBlocksArgs).
 #include <cstring>
 #include <string>
 
@@ -14,41 +16,86 @@ namespace volt::kernels {
 
 namespace {
 
+// Pools of one layer: K, V, and for int8 the scales of K and V; bytes of one block of each.
+struct LayerPools {
+    std::vector<int64_t> block_bytes;  // [2 or 4]
+    int64_t code_bytes = 0, scale_bytes = 0;
+};
+LayerPools layer_pools(int64_t bs, int64_t nkv, int64_t d, ops::Format f) {
+    LayerPools lp;
+    lp.code_bytes = bs * nkv * d * format_bytes(f);
+    lp.scale_bytes = f == ops::Format::kInt8 ? bs * nkv * 4 : 0;
+    lp.block_bytes = {lp.code_bytes, lp.code_bytes};
+    if (lp.scale_bytes > 0) lp.block_bytes.insert(lp.block_bytes.end(), {lp.scale_bytes, lp.scale_bytes});
+    return lp;
+}
+const char* pool_name(size_t i) {
+    static const char* names[] = {"k", "v", "k_scales", "v_scales"};
+    return names[i];
+}
+ops::KvLayer kv_layer(ops::Format f, void* const* p, size_t n, int64_t nb, int64_t bs) {
+    ops::KvLayer l{f, p[0], p[1], nb, bs};
+    if (n == 4) {
+        l.k_scales = static_cast<float*>(p[2]);
+        l.v_scales = static_cast<float*>(p[3]);
+    }
+    return l;
+}
+
 void copy_blocks_case(Case& c, int64_t layers, int64_t nb, int64_t bs, int64_t nkv, int64_t d, ops::Format f,
                       int64_t copies) {
+    if (!c.backend().supports_kv_format(f)) {
+        c.skip(std::string("the backend has no ") + format_str(f) + " KV cache");
+        return;
+    }
     Rng& rng = c.rng();
-    const int64_t block_bytes = bs * nkv * d * format_bytes(f), pool_bytes = nb * block_bytes;
+    const LayerPools lp = layer_pools(bs, nkv, d, f);
+    const size_t per = lp.block_bytes.size();
+    const int64_t block_bytes = lp.code_bytes + lp.scale_bytes;
     // Destinations distinct and never a source (a copy never reads a block written by the same call).
     const std::vector<int32_t> perm = rng.distinct(nb, nb);
     std::vector<int32_t> dst(perm.begin(), perm.begin() + copies), src;
     for (int64_t i = 0; i < copies; ++i) src.push_back(perm[copies + rng.below(nb - copies)]);
-    std::vector<std::vector<uint8_t>> host(2 * layers, std::vector<uint8_t>(pool_bytes));
+    std::vector<std::vector<uint8_t>> host(per * layers);
     std::vector<ops::KvLayer> kv;
     std::vector<void*> pools;
-    for (auto& p : host) {
-        rng.bytes(p.data(), pool_bytes);
-        pools.push_back(c.upload_bytes(p.data(), pool_bytes));
+    for (size_t p = 0; p < host.size(); ++p) {
+        host[p].resize(nb * lp.block_bytes[p % per]);
+        rng.bytes(host[p].data(), static_cast<int64_t>(host[p].size()));
+        pools.push_back(c.upload_bytes(host[p].data(), static_cast<int64_t>(host[p].size())));
     }
-    for (int64_t l = 0; l < layers; ++l) kv.push_back({f, pools[2 * l], pools[2 * l + 1], nb, bs});
-    const ops::CopyBlocksArgs args{kv.data(), layers, src.data(), dst.data(), copies, block_bytes};
+    for (int64_t l = 0; l < layers; ++l) kv.push_back(kv_layer(f, pools.data() + per * l, per, nb, bs));
+    const ops::CopyBlocksArgs args{kv.data(), layers,      src.data(),    dst.data(),
+                                   copies,    block_bytes, lp.scale_bytes};
     c.backend().copy_blocks(args);
     c.backend().synchronize();
     for (size_t p = 0; p < host.size(); ++p) {
+        const int64_t pb = lp.block_bytes[p % per];
         std::vector<uint8_t> want = host[p];
         for (int64_t i = 0; i < copies; ++i)
-            std::memcpy(want.data() + dst[i] * block_bytes, host[p].data() + src[i] * block_bytes,
-                        block_bytes);
-        c.compare_bytes((p % 2 == 0 ? "k" : "v") + std::to_string(p / 2),
-                        c.download(static_cast<uint8_t*>(pools[p]), pool_bytes), want);
+            std::memcpy(want.data() + dst[i] * pb, host[p].data() + src[i] * pb, pb);
+        c.compare_bytes(pool_name(p % per) + std::to_string(p / per),
+                        c.download(static_cast<uint8_t*>(pools[p]), static_cast<int64_t>(want.size())), want);
     }
     c.bench([&] { c.backend().copy_blocks(args); }, 2 * 2 * layers * copies * block_bytes);
 }
 
 void swap_blocks_case(Case& c, int64_t layers, int64_t nb, int64_t nh, int64_t bs, int64_t nkv, int64_t d,
                       ops::Format f, int64_t swaps) {
+    if (!c.backend().supports_kv_format(f)) {
+        c.skip(std::string("the backend has no ") + format_str(f) + " KV cache");
+        return;
+    }
     Rng& rng = c.rng();
-    const int64_t block_bytes = bs * nkv * d * format_bytes(f), pool_bytes = nb * block_bytes;
+    const LayerPools lp = layer_pools(bs, nkv, d, f);
+    const size_t per = lp.block_bytes.size();
+    const int64_t block_bytes = lp.code_bytes + lp.scale_bytes;
     const int64_t host_block = layers * 2 * block_bytes;
+    // Offset of pool p's part within a host block: [layer, K then V, codes then scales].
+    auto host_off = [&](size_t p) {
+        const int64_t l = static_cast<int64_t>(p / per), kind = static_cast<int64_t>(p % per);
+        return (l * 2 + kind % 2) * block_bytes + (kind >= 2 ? lp.code_bytes : 0);
+    };
     auto host_pool = c.backend().alloc_host(nh * host_block);
     if (!host_pool.is_ok()) {
         c.fail(host_pool.status().to_string());
@@ -57,42 +104,46 @@ void swap_blocks_case(Case& c, int64_t layers, int64_t nb, int64_t nh, int64_t b
     auto* hp = static_cast<uint8_t*>(host_pool->data());
     const std::vector<int32_t> out_dev = rng.distinct(swaps, nb), host_ids = rng.distinct(swaps, nh);
     const std::vector<int32_t> in_dev = rng.distinct(swaps, nb);  // independent of out_dev
-    std::vector<std::vector<uint8_t>> before(2 * layers, std::vector<uint8_t>(pool_bytes)), after = before;
+    std::vector<std::vector<uint8_t>> before(per * layers), after;
     std::vector<ops::KvLayer> kv;
     std::vector<void*> pools;
-    for (auto& p : before) {
-        rng.bytes(p.data(), pool_bytes);
-        pools.push_back(c.upload_bytes(p.data(), pool_bytes));
+    for (size_t p = 0; p < before.size(); ++p) {
+        before[p].resize(nb * lp.block_bytes[p % per]);
+        rng.bytes(before[p].data(), static_cast<int64_t>(before[p].size()));
+        pools.push_back(c.upload_bytes(before[p].data(), static_cast<int64_t>(before[p].size())));
     }
-    for (int64_t l = 0; l < layers; ++l) kv.push_back({f, pools[2 * l], pools[2 * l + 1], nb, bs});
+    after = before;
+    for (int64_t l = 0; l < layers; ++l) kv.push_back(kv_layer(f, pools.data() + per * l, per, nb, bs));
     c.backend().swap_blocks(
-        {kv.data(), layers, hp, out_dev.data(), host_ids.data(), swaps, block_bytes, true});
+        {kv.data(), layers, hp, out_dev.data(), host_ids.data(), swaps, block_bytes, true, lp.scale_bytes});
     c.backend().synchronize();
     std::vector<uint8_t> want_host(nh * host_block, 0);  // alloc_host zeroes
     for (int64_t i = 0; i < swaps; ++i)
-        for (int64_t p = 0; p < 2 * layers; ++p)
-            std::memcpy(want_host.data() + host_ids[i] * host_block + p * block_bytes,
-                        before[p].data() + out_dev[i] * block_bytes, block_bytes);
+        for (size_t p = 0; p < before.size(); ++p) {
+            const int64_t pb = lp.block_bytes[p % per];
+            std::memcpy(want_host.data() + host_ids[i] * host_block + host_off(p),
+                        before[p].data() + out_dev[i] * pb, pb);
+        }
     c.compare_bytes("host", std::vector<uint8_t>(hp, hp + nh * host_block), want_host);
     for (size_t p = 0; p < after.size(); ++p) {
-        rng.bytes(after[p].data(), pool_bytes);
-        c.backend().upload(pools[p], after[p].data(), pool_bytes);
+        rng.bytes(after[p].data(), static_cast<int64_t>(after[p].size()));
+        c.backend().upload(pools[p], after[p].data(), static_cast<int64_t>(after[p].size()));
     }
     c.backend().swap_blocks(
-        {kv.data(), layers, hp, in_dev.data(), host_ids.data(), swaps, block_bytes, false});
+        {kv.data(), layers, hp, in_dev.data(), host_ids.data(), swaps, block_bytes, false, lp.scale_bytes});
     c.backend().synchronize();
     for (size_t p = 0; p < after.size(); ++p) {
+        const int64_t pb = lp.block_bytes[p % per];
         std::vector<uint8_t> want = after[p];
         for (int64_t i = 0; i < swaps; ++i)
-            std::memcpy(want.data() + in_dev[i] * block_bytes, before[p].data() + out_dev[i] * block_bytes,
-                        block_bytes);
-        c.compare_bytes((p % 2 == 0 ? "k" : "v") + std::to_string(p / 2),
-                        c.download(static_cast<uint8_t*>(pools[p]), pool_bytes), want);
+            std::memcpy(want.data() + in_dev[i] * pb, before[p].data() + out_dev[i] * pb, pb);
+        c.compare_bytes(pool_name(p % per) + std::to_string(p / per),
+                        c.download(static_cast<uint8_t*>(pools[p]), static_cast<int64_t>(want.size())), want);
     }
     c.bench(
         [&] {
-            c.backend().swap_blocks(
-                {kv.data(), layers, hp, out_dev.data(), host_ids.data(), swaps, block_bytes, true});
+            c.backend().swap_blocks({kv.data(), layers, hp, out_dev.data(), host_ids.data(), swaps,
+                                     block_bytes, true, lp.scale_bytes});
         },
         2 * layers * swaps * block_bytes);
 }

@@ -50,7 +50,7 @@ void Rng::bytes(uint8_t* out, int64_t n) {
     for (const uint64_t r = next(); i < n; ++i) out[i] = static_cast<uint8_t>(r >> (8 * (i % 8)));
 }
 
-int64_t format_bytes(ops::Format f) { return f == ops::Format::kF32 ? 4 : 2; }
+int64_t format_bytes(ops::Format f) { return f == ops::Format::kF32 ? 4 : f == ops::Format::kInt8 ? 1 : 2; }
 
 ops::DenseWeight dense_view(ops::Format f, const void* w, int64_t out, int64_t in, ops::VectorWeight bias) {
     ops::DenseWeight d;

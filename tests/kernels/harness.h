@@ -31,7 +31,7 @@ struct Options {
     int64_t read_bytes = int64_t{1} << 30;  // buffer of the read-bandwidth reference (>= 4x L2)
     bool bench_shapes = false;              // --shapes bench: the rotating benchmark cases (cases_bench.cc)
     ref::Injection inject = ref::Injection::kNone;
-    std::vector<ops::Format> kv_formats = {ops::Format::kF32, ops::Format::kF16};
+    std::vector<ops::Format> kv_formats = {ops::Format::kF32, ops::Format::kF16, ops::Format::kInt8};
     bool verbose = false;
 };
 
@@ -60,7 +60,7 @@ struct HostTensor {
 };
 // Random dense values N(0, sigma^2) stored as `f` (bf16, f16 or f32).
 HostTensor random_dense(Rng& rng, ops::Format f, int64_t n, double sigma, double mean = 0.0);
-int64_t format_bytes(ops::Format f);  // bytes per element of a dense format (f32 4, f16/bf16 2)
+int64_t format_bytes(ops::Format f);  // bytes per element of a dense format (f32 4, f16/bf16 2, int8 1)
 // A dense weight view [out, in] with an optional bias [out].
 ops::DenseWeight dense_view(ops::Format f, const void* w, int64_t out, int64_t in,
                             ops::VectorWeight bias = {});

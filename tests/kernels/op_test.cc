@@ -48,8 +48,8 @@ int main(int argc, char** argv) {
         ->capture_default_str();
     app.add_option("--read-bytes", opt.read_bytes, "buffer of the read-bandwidth reference (bytes)")
         ->capture_default_str();
-    app.add_option("--kv", kv, "KV cache formats: f32 | f16 | all")
-        ->check(CLI::IsMember({"f32", "f16", "all"}))
+    app.add_option("--kv", kv, "KV cache formats: f32 | f16 | int8 | all")
+        ->check(CLI::IsMember({"f32", "f16", "int8", "all"}))
         ->capture_default_str();
     app.add_option("--dtype", dev.dtype, "GPU operand dtype (make_backend): auto | half | float | bfloat16")
         ->capture_default_str();
@@ -75,6 +75,7 @@ int main(int argc, char** argv) {
     ref::parse_injection(inject, &opt.inject);
     if (kv == "f32") opt.kv_formats = {ops::Format::kF32};
     if (kv == "f16") opt.kv_formats = {ops::Format::kF16};
+    if (kv == "int8") opt.kv_formats = {ops::Format::kInt8};
 
     std::vector<CaseDef> cases;
     add_dense_cases(opt, &cases);

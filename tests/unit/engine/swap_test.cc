@@ -54,18 +54,19 @@ struct SwapLog {
 
 // parallel: tensor x pipeline ranks on CPU threads (every rank swaps its own shard).
 std::vector<Out> run(const std::vector<Job>& jobs, EngineConfig cfg, EngineStats* stats, SwapLog* log,
-                     int in_flight = 1, model::ParallelConfig parallel = {}) {
+                     int in_flight = 1, model::ParallelConfig parallel = {},
+                     ops::Format kv_format = ops::Format::kF32) {
     std::unique_ptr<executor::BackendExecutor> owned;
     if (parallel.world_size() > 1) {
         auto made = executor::BackendExecutor::create_parallel(
             swap_model(), parallel,
             [](int) { return Result<std::unique_ptr<ops::Backend>>(std::make_unique<cpu::CpuBackend>()); },
-            ops::Format::kF32, {.timeout_s = 60});
+            kv_format, {.timeout_s = 60});
         EXPECT_TRUE(made.is_ok()) << made.status().to_string();
         if (!made.is_ok()) return {};
         owned = std::move(*made);
     } else {
-        auto cpu = std::make_unique<CpuExecutor>(swap_model());
+        auto cpu = std::make_unique<CpuExecutor>(swap_model(), kv_format);
         cpu->set_max_in_flight(in_flight);
         owned = std::move(cpu);
     }
@@ -239,6 +240,27 @@ TEST(SwapTest, SwapPreemptionEveryFewStepsIsBitwiseTheUnpreemptedRun) {
     std::printf("swap: %lld preemptions in %lld steps, %lld blocks out and in\n",
                 static_cast<long long>(tight.num_preemptions), static_cast<long long>(tight.num_steps),
                 static_cast<long long>(tight.kv_blocks_swapped_out));
+}
+
+// The int8 KV cache (codes and scales) swaps out and back bitwise: the tight, swapping run and a
+// recomputing one produce the roomy run's tokens and logprobs, and every swapped-in block hashes (codes
+// and scales) as it went out; on one rank and on 2 x 2 tensor x pipeline ranks.
+TEST(SwapTest, Int8KvSwapsCodesAndScalesBitwise) {
+    const auto js = jobs();
+    const ops::Format i8 = ops::Format::kInt8;
+    for (const model::ParallelConfig par : {model::ParallelConfig{}, model::ParallelConfig{2, 2}}) {
+        EngineStats roomy, tight, recomputed;
+        SwapLog log;
+        const auto want = run(js, engine(512, PreemptionMode::kSwap), &roomy, nullptr, 1, par, i8);
+        const auto got = run(js, engine(14, PreemptionMode::kSwap), &tight, &log, 1, par, i8);
+        const auto rec = run(js, engine(14, PreemptionMode::kRecompute), &recomputed, nullptr, 1, par, i8);
+        EXPECT_EQ(roomy.num_preemptions, 0);
+        EXPECT_GT(tight.num_swapped_preemptions, 0);
+        expect_bitwise_equal(got, want, "int8 swap");
+        expect_bitwise_equal(rec, want, "int8 recompute");
+        // Each group's layers live on 2 of the 4 ranks (pipeline stages split the layers).
+        expect_all_swaps_matched(log, tight, true, par.world_size() > 1 ? 2 : 1);
+    }
 }
 
 TEST(SwapTest, ChoicesSharingBlocksSwapAndComeBack) {

@@ -8,8 +8,10 @@
 #include <filesystem>
 #include <fstream>
 
+#include "engine/engine_core.h"
 #include "executor/backend_executor.h"
 #include "model/counting_backend.h"
+#include "model/kv_store.h"
 #include "model/offload.h"
 #include "model/random_model.h"
 
@@ -221,6 +223,72 @@ TEST(CpuOffload, FlagsReachTheExecutor) {
 // the shapes (small_config: E 4, H 64, I 64; MXFP4 codes half a byte, a scale per 32, bf16 biases), less
 // the one device buffer the offload adds: the experts' sum of a step, [max_num_batched_tokens, H] f32,
 // which the profiling step brings to its size.
+TEST(EngineFlagsTest, KvCacheDtype) {
+    EngineFlags d;
+    ASSERT_TRUE(parse({}, &d).is_ok());
+    EXPECT_EQ(d.kv_cache_dtype, "auto");
+    EXPECT_EQ(*kv_cache_format("auto", "cpu"), ops::Format::kF32);
+    EXPECT_EQ(*kv_cache_format("auto", "cuda"), ops::Format::kF16);
+    EngineFlags f;
+    ASSERT_TRUE(parse({"--kv-cache-dtype", "int8"}, &f).is_ok());
+    EXPECT_EQ(f.kv_cache_dtype, "int8");
+    EXPECT_EQ(*kv_cache_format("int8", "cpu"), ops::Format::kInt8);
+    // vLLM's fp8 spellings: refused at parse time, suggesting int8.
+    for (const std::string v : {"fp8", "fp8_e4m3", "fp8_e5m2"}) {
+        EngineFlags g;
+        const Status st = parse({"--kv-cache-dtype", v}, &g);
+        EXPECT_EQ(st.code(), StatusCode::kUnimplemented) << v;
+        EXPECT_NE(st.message().find("--kv-cache-dtype " + v + " is not implemented"), std::string::npos)
+            << st.message();
+        EXPECT_NE(st.message().find("int8"), std::string::npos) << st.message();
+    }
+    EngineFlags bad;
+    const Status st = parse({"--kv-cache-dtype", "int4"}, &bad);
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(st.message().find("not one of auto, int8"), std::string::npos) << st.message();
+    // int8 off the CPU: refused before anything is loaded, naming the flag.
+    EngineFlags c;
+    const Status cu = parse({"--kv-cache-dtype", "int8", "--device", "cuda"}, &c);
+    EXPECT_EQ(cu.code(), StatusCode::kUnimplemented);
+    EXPECT_NE(cu.message().find("--kv-cache-dtype int8 runs on --device cpu only"), std::string::npos)
+        << cu.message();
+}
+
+// --kv-cache-dtype int8 reaches the executor: its blocks are sized with the scales, so the same budget
+// holds 2d / (d + 4) times the blocks of f16 (and the default --max-model-len follows the pool).
+TEST(EngineFlagsTest, Int8KvPlanHoldsMoreBlocks) {
+    auto w = model::testing::random_model(model::testing::small_config(2), 3);
+    auto plan = [&](ops::Format f) {
+        auto ex =
+            BackendExecutor::create(w, std::make_unique<volt::testing::CountingBackend>(int64_t{1} << 30), f);
+        EXPECT_TRUE(ex.is_ok()) << ex.status().to_string();
+        EngineConfig config;
+        config.kv_cache_memory_bytes = int64_t{1} << 20;
+        config.max_num_seqs = 1;
+        auto p = engine::plan_kv_cache(config, **ex);
+        EXPECT_TRUE(p.is_ok()) << p.status().to_string();
+        return *p;
+    };
+    const engine::KvPlan f16 = plan(ops::Format::kF16), i8 = plan(ops::Format::kInt8);
+    // Each plan fills the budget with blocks of its own size (scales counted).
+    for (const auto& [p, f] : {std::pair{f16, ops::Format::kF16}, std::pair{i8, ops::Format::kInt8}}) {
+        const int64_t b0 = model::KvStore::bytes_per_block(w->config, 16, 0, f),
+                      b1 = model::KvStore::bytes_per_block(w->config, 16, 1, f);
+        const int64_t used = p.num_blocks[0] * b0 + p.num_blocks[1] * b1;
+        EXPECT_LE(used, int64_t{1} << 20);
+        EXPECT_GT(used, (int64_t{1} << 20) - b0);
+    }
+    // d = 16 here: int8 blocks are (16 + 4) / 32 of f16's, so the longest sequence grows by more than 1.5x.
+    EXPECT_GT(2 * i8.pool_max_len, 3 * f16.pool_max_len);
+    // Through the flags: the CPU executor gets the int8 format.
+    EngineFlags flags;
+    ASSERT_TRUE(parse({"--kv-cache-dtype", "int8"}, &flags).is_ok());
+    auto ex = make_executor(flags, w);
+    ASSERT_TRUE(ex.is_ok()) << ex.status().to_string();
+    EXPECT_EQ((*ex)->bytes_per_block(16, 0),
+              model::KvStore::bytes_per_block(w->config, 16, 0, ops::Format::kInt8));
+}
+
 TEST(CpuOffload, KvPlanGrowsByTheOffloadedBytes) {
     auto w = model::testing::random_model(model::testing::small_config(4), 3);
     auto budget = [&](const std::string& offload) -> int64_t {
