@@ -8,7 +8,7 @@
 // finite and below 2^127 in magnitude (activations are at most ~1e6, ops/ops.h; near FLT_MAX, q s may
 // round to inf). Header-only and C++17 (the CUDA sources may include it); the CPU backend's
 // kv_write and attention use these functions, so they are the format's one definition. Tests:
-// tests/unit/ops/kv_int8_test.cc.
+// tests/unit/cpu/kv_int8_test.cc.
 #pragma once
 
 #include <cmath>
@@ -17,12 +17,18 @@
 namespace volt::ops {
 
 // Quantizes v[0, d) into q[0, d) and *scale (see above).
+// A vector holding NaN or inf stores q = 0 and s = NaN, so it reads back as NaN and the engine's
+// non-finite check fails the request (an int8 code would otherwise turn NaN into a finite, wrong value).
 inline void kv_int8_quantize(const float* v, int64_t d, int8_t* q, float* scale) {
     float amax = 0.0f;
-    for (int64_t i = 0; i < d; ++i) amax = std::fmax(amax, std::fabs(v[i]));
-    const float s = amax / 127.0f;
+    bool finite = true;
+    for (int64_t i = 0; i < d; ++i) {
+        finite = finite && std::isfinite(v[i]);
+        amax = std::fmax(amax, std::fabs(v[i]));
+    }
+    const float s = finite ? amax / 127.0f : std::nanf("");
     *scale = s;
-    if (s == 0.0f) {
+    if (!finite || s == 0.0f) {
         for (int64_t i = 0; i < d; ++i) q[i] = 0;
         return;
     }

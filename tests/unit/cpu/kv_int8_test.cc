@@ -91,6 +91,21 @@ TEST(KvInt8, ZeroAndUnderflowingVectorsStoreScaleZero) {
     EXPECT_EQ(std::vector<int>(q.begin(), q.end()), std::vector<int>(4, 0));
 }
 
+TEST(KvInt8, NonFiniteVectorsReadBackAsNaN) {
+    // A NaN or inf must stay non-finite through the cache (the engine fails such a request), never become
+    // a finite code.
+    for (const float bad : {std::nanf(""), std::numeric_limits<float>::infinity()}) {
+        std::vector<int8_t> q(4, 9);
+        float s = 1;
+        const std::vector<float> v = {1.0f, bad, -2.0f, 0.5f};
+        ops::kv_int8_quantize(v.data(), 4, q.data(), &s);
+        EXPECT_TRUE(std::isnan(s));
+        std::vector<float> back(4);
+        ops::kv_int8_dequantize(q.data(), s, 4, back.data());
+        for (float b : back) EXPECT_TRUE(std::isnan(b));
+    }
+}
+
 class KvInt8Store : public ::testing::Test {
   protected:
     KvInt8Store() : config_(model::testing::small_config(2)) {}
