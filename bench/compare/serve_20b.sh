@@ -30,6 +30,9 @@ for f in "$LB/llama-server" "$G" "$M/config.json"; do
   [ -e "$f" ] || { emit "{\"error\": \"$f missing: run bench/compare/run_20b.sh first on this (warm) machine\"}"; exit 2; }
 done
 PORT=18431
+# shellcheck source=scripts/gpu/lib.sh
+. scripts/gpu/lib.sh
+volt_find_cublas serve_compare
 
 # Peak GPU memory of the run, read from outside (nvidia-smi every 0.2 s) while $1 runs in the background.
 watch_mem() {

@@ -20,6 +20,9 @@ mkdir -p "$OUT"
 R=$OUT/ab.txt
 : >"$R"
 export CUDA_CACHE_PATH=$W/jit
+# shellcheck source=scripts/gpu/lib.sh
+. scripts/gpu/lib.sh
+volt_find_cublas ab
 say() { echo "$1" | tee -a "$R"; }
 say "old: $(sed -n 's/^commit: //p' "$OLD/MANIFEST") new: $(sed -n 's/^commit: //p' "$NEW/MANIFEST")"
 rc=0

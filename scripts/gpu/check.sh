@@ -37,13 +37,9 @@ echo "check: bundle $B (preset ${preset:-unknown}), repository $ROOT, work $W"
 cat "$B/MANIFEST" 2>/dev/null | head -4
 
 # cuBLAS: the system's, or the one in python's wheels (the nvidia-cublas package), on LD_LIBRARY_PATH.
-for soname in libcublas.so.13 libcublas.so.12; do
-  if ! ldconfig -p 2>/dev/null | grep -q "$soname"; then
-    dir=$( (ls -d /usr/local/cuda/lib64 2>/dev/null; python3 -c 'import site; print("\n".join(site.getsitepackages()))' 2>/dev/null) |
-      while read -r d; do find "$d" -maxdepth 5 -name "$soname" 2>/dev/null; done | head -1 | xargs -r dirname)
-    [ -n "$dir" ] && export LD_LIBRARY_PATH=$dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} && echo "check: $soname from $dir"
-  fi
-done
+# shellcheck source=scripts/gpu/lib.sh
+. scripts/gpu/lib.sh
+volt_find_cublas check
 
 # part NAME NOTE CMD...: runs CMD with its output in $L/NAME.log; exit 77 means skipped. With
 # VOLT_CHECK_ONLY=REGEX only the parts whose name matches run (a rerun of what failed).

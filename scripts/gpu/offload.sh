@@ -30,12 +30,9 @@ S=$OUT/offload.jsonl
 : >"$S"
 export PYTHONUNBUFFERED=1 CUDA_CACHE_PATH=$W/jit-cache
 echo "offload: bundle $B ($(sed -n 's/^preset: //p' "$B/MANIFEST" 2>/dev/null))"
-for soname in libcublas.so.13 libcublas.so.12; do
-  ldconfig -p 2>/dev/null | grep -q "$soname" && continue
-  d=$(find /usr/local/cuda/lib64 $(python3 -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null) \
-    -maxdepth 5 -name "$soname" 2>/dev/null | head -1 | xargs -r dirname)
-  [ -n "$d" ] && export LD_LIBRARY_PATH=$d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-done
+# shellcheck source=scripts/gpu/lib.sh
+. scripts/gpu/lib.sh
+volt_find_cublas
 emit() { echo "$1" | tee -a "$S"; }
 nproc_host=$(nproc)
 TOTAL_MIB=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits | head -1)
