@@ -190,9 +190,14 @@ std::string CudaBackend::info_json() const {
     return j.dump();
 }
 
+void CudaBackend::bind_thread() { VOLT_CUDA_CHECK(cudaSetDevice(device_.ordinal)); }
+
 // ---- memory ----
 
 Result<ops::Buffer> CudaBackend::alloc(int64_t bytes) {
+    // cudaMalloc allocates on the calling thread's current device: a rank's allocation may come from
+    // the executor's thread (KV cache, workspace), which serves every rank in turn.
+    VOLT_CUDA_CHECK(cudaSetDevice(device_.ordinal));
     void* p = nullptr;
     const int64_t n = std::max<int64_t>(bytes, 256);
     const cudaError_t e = cudaMalloc(&p, static_cast<size_t>(n));
@@ -296,6 +301,7 @@ void CudaBackend::fill(void* dst, uint8_t byte, int64_t bytes) {
 }
 
 ops::MemoryStats CudaBackend::memory() const {
+    VOLT_CUDA_CHECK(cudaSetDevice(device_.ordinal));  // cudaMemGetInfo reports the current device
     size_t free_b = 0, total_b = 0;
     VOLT_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
     return {static_cast<int64_t>(total_b), static_cast<int64_t>(free_b)};
@@ -333,6 +339,7 @@ void* CudaBackend::scratch(int slot, int64_t bytes) {
     s.data = nullptr;
     s.bytes = 0;
     const int64_t n = std::max<int64_t>(bytes, 256);
+    VOLT_CUDA_CHECK(cudaSetDevice(device_.ordinal));
     VOLT_CUDA_CHECK(cudaMalloc(&s.data, static_cast<size_t>(n)));
     s.bytes = n;
     return s.data;

@@ -28,7 +28,7 @@ namespace volt::cuda {
 struct CudaOptions {
     std::string dtype = "auto";         // auto | half | float16 | float | float32 | bfloat16
     std::string cuda_kernels = "auto";  // auto | sm70 | basic | sm70-basic (basic: issue 13's kernels only)
-    int device = 0;
+    int device = 0;                     // the GPU's ordinal among the visible ones
     bool embedding_in_host_memory = false;  // the embedding table in pinned, mapped host memory
 };
 
@@ -50,6 +50,10 @@ class CudaBackend final : public ops::Backend {
     const std::string& cublas_status() const { return cublas_status_; }
     // What `voltllm cuda-info` prints: one JSON object.
     std::string info_json() const;
+    // The stream every op of this backend runs on, in order (the CUDA communicators enqueue on it).
+    cudaStream_t stream() const { return stream_; }
+    void bind_thread() override;
+    int device_ordinal() const override { return device_.ordinal; }
 
     Result<ops::Buffer> alloc(int64_t bytes) override;
     void release(void* data, int64_t bytes) override;

@@ -46,4 +46,13 @@ Result<DeviceInfo> probe_device(int ordinal) {
     return d;
 }
 
+int visible_gpu_count() {
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess) {
+        cudaGetLastError();  // not sticky
+        return 0;
+    }
+    return count;
+}
+
 }  // namespace volt::cuda

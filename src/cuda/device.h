@@ -28,4 +28,8 @@ struct DeviceInfo {
 // kFailedPrecondition naming the runtime's reason (no device, driver too old for this runtime, ...).
 Result<DeviceInfo> probe_device(int ordinal = 0);
 
+// GPUs this process can see (cudaGetDeviceCount, after CUDA_VISIBLE_DEVICES); 0 where the runtime finds
+// none or cannot start (no driver), never an error.
+int visible_gpu_count();
+
 }  // namespace volt::cuda

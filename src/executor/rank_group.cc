@@ -65,6 +65,7 @@ Result<std::unique_ptr<RankGroup>> RankGroup::create(std::shared_ptr<const model
         r->tp_rank = i % tp;
         r->pp_rank = i / tp;
         VOLT_ASSIGN_OR_RETURN(r->backend, make_backend(i));
+        r->backend->bind_thread();  // placement below allocates on the rank's device
         if (p.world_size() == 1) {
             r->shard = weights;
         } else {
@@ -79,6 +80,8 @@ Result<std::unique_ptr<RankGroup>> RankGroup::create(std::shared_ptr<const model
         if (p.world_size() > 1) {
             r->tp_comm = std::move(comms.tp[i]);
             r->pp_comm = std::move(comms.pp[i]);
+            VOLT_RETURN_IF_ERROR(r->tp_comm->attach(*r->backend));
+            VOLT_RETURN_IF_ERROR(r->pp_comm->attach(*r->backend));
             r->forward->set_comm({r->tp_comm.get(), r->pp_comm.get()});
         }
         g->ranks_.push_back(std::move(r));
@@ -93,7 +96,9 @@ Result<std::unique_ptr<RankGroup>> RankGroup::create(std::shared_ptr<const model
         g->workers_.reset(w);
         w->results.resize(p.world_size());
         for (int i = 0; i < p.world_size(); ++i) {
-            w->threads.emplace_back([w, i] {
+            ops::Backend* backend = g->ranks_[i]->backend.get();
+            w->threads.emplace_back([w, i, backend] {
+                backend->bind_thread();  // a GPU rank's thread issues its work on its own device
                 uint64_t seen = 0;
                 std::unique_lock<std::mutex> lock(w->mu);
                 for (;;) {

@@ -13,6 +13,8 @@
 
 namespace volt::ops {
 
+class Backend;  // ops/ops.h
+
 enum class CollectiveKind : uint8_t { kAllReduceSum, kGather, kSend, kRecv };
 const char* collective_name(CollectiveKind k);
 
@@ -57,6 +59,12 @@ class Communicator {
     virtual const char* name() const = 0;  // "threads", "tcp", "nccl", ...
     virtual int rank() const = 0;
     virtual int size() const = 0;
+
+    // Binds this rank's handle to the backend its pointers live in and whose stream orders its
+    // collectives (a device communicator takes the backend's stream and device here; the CPU ones need
+    // nothing). executor::RankGroup calls it once per rank, after making the rank's backend and before
+    // the first collective. Errors: kInvalidArgument for a backend this communicator cannot drive.
+    virtual Status attach(Backend& /*backend*/) { return Status::ok(); }
 
     // data[i] := sum over ranks r = 0, 1, ..., size-1 of rank r's data[i], added in that order, so the
     // result does not depend on timing and is bitwise equal on every rank. count f32 elements, the same

@@ -313,6 +313,13 @@ class Backend {
     virtual void copy_2d(void* dst, int64_t dst_pitch, const void* src, int64_t src_pitch, int64_t width,
                          int64_t rows);
     virtual MemoryStats memory() const = 0;
+    // Makes this backend's device the calling thread's current one (a GPU: cudaSetDevice of its ordinal;
+    // the CUDA runtime keeps the current device per thread). Called by executor::RankGroup on each rank's
+    // thread before it runs that rank's ops. Default: nothing (the CPU).
+    virtual void bind_thread() {}
+    // Which device of its kind this backend runs on (a GPU's ordinal; 0 on the CPU): ranks with the
+    // same ordinal share one device's memory (memory planning, executor/engine_flags.cc).
+    virtual int device_ordinal() const { return 0; }
     virtual void synchronize() = 0;
     // Sizes the backend's own scratch; call before the first op (and again when limits grow).
     virtual Status reserve(const WorkspaceLimits& limits) { return Status::ok(); }
