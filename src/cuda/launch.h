@@ -131,6 +131,20 @@ int64_t sample_scratch_bytes_per_row(int64_t vocab_size_real);
 // Rows [0, num_rows) in launches of at most rows_per_launch rows (scratch holds that many rows).
 void launch_sample(const ops::SampleArgs& a, void* scratch, int64_t rows_per_launch, const Launch& ctx);
 
+// ---- the communicators' rank-order sum (kernels/comm.cu) ----
+constexpr int kMaxCommRanks = 16;
+struct RankPointers {
+    const float* p[kMaxCommRanks];  // [n] device pointers, one per rank, each [count] f32
+};
+// out[i] = in.p[0][i] + in.p[1][i] + ... + in.p[n-1][i], f32 adds in rank order (no contraction):
+// bitwise the CPU communicators' sum. 1 <= n <= kMaxCommRanks; out may alias an input (one thread
+// reads every rank's element i, then writes out[i]).
+void launch_rank_sum_f32(const RankPointers& in, int n, float* out, int64_t count, cudaStream_t stream);
+// The same over one buffer holding the ranks' inputs `stride` floats apart: in [n, stride] f32,
+// out [count] (count <= stride; out must not overlap in).
+void launch_rank_sum_strided_f32(const float* in, int n, int64_t stride, float* out, int64_t count,
+                                 cudaStream_t stream);
+
 // ---- the probe (kernels/probe.cu) ----
 // __CUDA_ARCH__ of the code the device actually runs (700 in a compute_70 PTX build, 900 for sm_90 SASS);
 // minus the cudaError_t when this binary holds no code the device can run.

@@ -1,0 +1,227 @@
+#include "cuda/nccl_communicator.h"
+
+#include <algorithm>
+#include <chrono>
+#include <string>
+#include <thread>
+
+#include "core/check.h"
+#include "cpu/comm_tags.h"
+#include "cuda/cuda_backend.h"
+#include "cuda/cuda_check.h"
+#include "cuda/host_rendezvous.h"
+#include "cuda/launch.h"
+
+namespace volt::cuda {
+
+using ops::CollectiveKind;
+using ops::CollectiveTag;
+
+class NcclGroupState {
+  public:
+    NcclGroupState(std::shared_ptr<const NcclLibrary> lib, std::vector<int> gpus, ops::CommunicatorOptions o)
+        : host(static_cast<int>(gpus.size()), "nccl", o),
+          nccl(std::move(lib)),
+          gpus(std::move(gpus)),
+          comms(this->gpus.size(), nullptr),
+          options(o) {}
+    ~NcclGroupState() {
+        const bool failed = !host.failed().is_ok();
+        for (NcclComm c : comms)
+            if (c != nullptr) failed ? nccl->comm_abort(c) : nccl->comm_destroy(c);
+    }
+    HostRendezvous host;
+    std::shared_ptr<const NcclLibrary> nccl;
+    std::vector<int> gpus;
+    std::vector<NcclComm> comms;  // [size]
+    ops::CommunicatorOptions options;
+};
+
+namespace {
+
+class NcclCommunicator : public ops::Communicator {
+  public:
+    NcclCommunicator(std::shared_ptr<NcclGroupState> g, int rank) : g_(std::move(g)), rank_(rank) {}
+    ~NcclCommunicator() override {
+        if (scratch_ != nullptr && cudaFree(scratch_) == cudaErrorCudartUnloading) return;
+        if (step_done_ != nullptr) cudaEventDestroy(step_done_);
+    }
+    const char* name() const override { return "nccl"; }
+    int rank() const override { return rank_; }
+    int size() const override { return g_->host.size(); }
+
+    Status attach(ops::Backend& backend) override {
+        auto* cuda = dynamic_cast<CudaBackend*>(&backend);
+        if (cuda == nullptr)
+            return invalid_argument(std::string("the NCCL communicator drives CUDA backends, not ") +
+                                    backend.name());
+        if (cuda->device_ordinal() != g_->gpus[rank_])
+            return invalid_argument("NCCL rank " + std::to_string(rank_) + " belongs on GPU " +
+                                    std::to_string(g_->gpus[rank_]) + ", its backend is on GPU " +
+                                    std::to_string(cuda->device_ordinal()));
+        stream_ = cuda->stream();
+        VOLT_CUDA_CHECK(cudaSetDevice(g_->gpus[rank_]));
+        if (step_done_ == nullptr)
+            VOLT_CUDA_CHECK(cudaEventCreateWithFlags(&step_done_, cudaEventDisableTiming));
+        return Status::ok();
+    }
+
+    Status all_reduce_sum(float* data, int64_t count) override {
+        const CollectiveTag tag = tags_.next(CollectiveKind::kAllReduceSum, count * 4);
+        if (size() == 1) return Status::ok();
+        VOLT_RETURN_IF_ERROR(g_->host.meet(rank_, {tag, data}));
+        float* all = grow_scratch(count * size());
+        VOLT_RETURN_IF_ERROR(nccl_call(
+            g_->nccl->all_gather(data, all, static_cast<size_t>(count), kNcclFloat32, comm(), stream_),
+            "ncclAllGather"));
+        launch_rank_sum_strided_f32(all, size(), count, data, count, stream_);
+        return Status::ok();
+    }
+
+    Status gather(const float* in, const int64_t* counts, float* out, int root) override {
+        int64_t total = 0;
+        for (int r = 0; r < size(); ++r) total += counts[r];
+        const CollectiveTag tag = tags_.next(CollectiveKind::kGather, total * 4);
+        if (size() == 1) {
+            if (counts[0] > 0)
+                VOLT_CUDA_CHECK(cudaMemcpyAsync(out, in, static_cast<size_t>(counts[0]) * sizeof(float),
+                                                cudaMemcpyDeviceToDevice, stream_));
+            return Status::ok();
+        }
+        VOLT_RETURN_IF_ERROR(g_->host.meet(rank_, {tag, in}));
+        if (rank_ != root) {
+            if (counts[rank_] == 0) return Status::ok();
+            return nccl_call(
+                g_->nccl->send(in, static_cast<size_t>(counts[rank_]), kNcclFloat32, root, comm(), stream_),
+                "ncclSend");
+        }
+        VOLT_RETURN_IF_ERROR(nccl_call(g_->nccl->group_start(), "ncclGroupStart"));
+        int64_t off = 0;
+        Status s = Status::ok();
+        for (int q = 0; q < size() && s.is_ok(); ++q) {
+            if (counts[q] > 0 && q == rank_)
+                VOLT_CUDA_CHECK(cudaMemcpyAsync(out + off, in, static_cast<size_t>(counts[q]) * sizeof(float),
+                                                cudaMemcpyDeviceToDevice, stream_));
+            else if (counts[q] > 0)
+                s = nccl_call(g_->nccl->recv(out + off, static_cast<size_t>(counts[q]), kNcclFloat32, q,
+                                             comm(), stream_),
+                              "ncclRecv");
+            off += counts[q];
+        }
+        const Status end = nccl_call(g_->nccl->group_end(), "ncclGroupEnd");
+        return s.is_ok() ? end : s;
+    }
+
+    Status send(const void* data, int64_t bytes, int peer) override {
+        VOLT_CHECK(peer >= 0 && peer < size() && peer != rank_) << "send to rank " << peer;
+        const CollectiveTag tag = tags_.next_p2p(true, peer, bytes);
+        // The tag goes through the host mailbox first: the receiver checks it before enqueueing its recv.
+        VOLT_RETURN_IF_ERROR(g_->host.wait_mailbox(rank_, rank_, peer, true, tag));
+        g_->host.set_mailbox(rank_, peer, true, tag);
+        return nccl_call(g_->nccl->send(data, static_cast<size_t>(bytes), kNcclUint8, peer, comm(), stream_),
+                         "ncclSend");
+    }
+    Status recv(void* data, int64_t bytes, int peer) override {
+        VOLT_CHECK(peer >= 0 && peer < size() && peer != rank_) << "recv from rank " << peer;
+        const CollectiveTag tag = tags_.next_p2p(false, peer, bytes);
+        VOLT_RETURN_IF_ERROR(g_->host.wait_mailbox(rank_, peer, rank_, false, tag));
+        g_->host.set_mailbox(peer, rank_, false, tag);
+        return nccl_call(g_->nccl->recv(data, static_cast<size_t>(bytes), kNcclUint8, peer, comm(), stream_),
+                         "ncclRecv");
+    }
+
+    void begin_step(uint64_t step) override {
+        tags_.begin_step(step);
+        step_ = step;
+    }
+    // Waits for the step's device work (NCCL kernels included) up to the watchdog's timeout, polling NCCL's
+    // asynchronous error; past it, or on an NCCL error, the communicator is aborted and the group fails.
+    Status finish_step() override {
+        VOLT_RETURN_IF_ERROR(g_->host.failed());
+        if (stream_ == nullptr || size() == 1) return Status::ok();
+        VOLT_CUDA_CHECK(cudaEventRecord(step_done_, stream_));
+        const auto deadline =
+            std::chrono::steady_clock::now() + std::chrono::duration<double>(g_->options.timeout_s);
+        for (;;) {
+            const cudaError_t e = cudaEventQuery(step_done_);
+            if (e == cudaSuccess) return Status::ok();
+            VOLT_CHECK(e == cudaErrorNotReady) << "cudaEventQuery: " << cudaGetErrorString(e);
+            int async = kNcclSuccess;
+            const Status polled =
+                g_->nccl->check(g_->nccl->comm_get_async_error(comm(), &async), "ncclCommGetAsyncError");
+            Status why = !polled.is_ok() ? polled : g_->nccl->check(async, "NCCL (asynchronous error)");
+            if (why.is_ok() && std::chrono::steady_clock::now() > deadline)
+                why = Status(StatusCode::kUnavailable, "collective watchdog: rank " + std::to_string(rank_) +
+                                                           "'s NCCL work of step " + std::to_string(step_) +
+                                                           " did not finish in " +
+                                                           cpu::seconds_text(g_->options.timeout_s) + " s");
+            if (!why.is_ok()) {
+                g_->host.fail(why);
+                return why;  // the group's destructor aborts the NCCL communicators
+            }
+            std::this_thread::sleep_for(std::chrono::microseconds(50));
+        }
+    }
+    uint64_t num_collectives() const override { return tags_.total(); }
+
+  private:
+    NcclComm comm() const { return g_->comms[rank_]; }
+    Status nccl_call(int result, const char* what) {
+        Status s = g_->nccl->check(result, what);
+        if (!s.is_ok()) g_->host.fail(s);
+        return s;
+    }
+    // [count] floats of this rank's gather scratch, grown after the stream drains.
+    float* grow_scratch(int64_t count) {
+        if (scratch_count_ >= count) return scratch_;
+        if (scratch_ != nullptr) {
+            VOLT_CUDA_CHECK(cudaStreamSynchronize(stream_));
+            VOLT_CUDA_CHECK(cudaFree(scratch_));
+            scratch_ = nullptr;
+            scratch_count_ = 0;
+        }
+        VOLT_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&scratch_),
+                                   static_cast<size_t>(std::max<int64_t>(count, 64)) * sizeof(float)));
+        scratch_count_ = count;
+        return scratch_;
+    }
+
+    std::shared_ptr<NcclGroupState> g_;
+    const int rank_;
+    cpu::TagCounter tags_;
+    uint64_t step_ = 0;
+    cudaStream_t stream_ = nullptr;
+    cudaEvent_t step_done_ = nullptr;
+    float* scratch_ = nullptr;
+    int64_t scratch_count_ = 0;
+};
+
+}  // namespace
+
+Result<NcclGroup> NcclGroup::create(std::shared_ptr<const NcclLibrary> nccl, const std::vector<int>& gpus,
+                                    ops::CommunicatorOptions options) {
+    for (size_t i = 0; i < gpus.size(); ++i)
+        for (size_t j = 0; j < i; ++j)
+            if (gpus[i] == gpus[j])
+                return invalid_argument("NCCL ranks " + std::to_string(j) + " and " + std::to_string(i) +
+                                        " on one GPU (" + std::to_string(gpus[i]) +
+                                        "): NCCL refuses that; --tp-same-device runs every rank on one GPU");
+    NcclGroup g;
+    g.state_ = std::make_shared<NcclGroupState>(std::move(nccl), gpus, options);
+    NcclGroupState& s = *g.state_;
+    if (gpus.size() > 1)
+        VOLT_RETURN_IF_ERROR(
+            s.nccl->check(s.nccl->comm_init_all(s.comms.data(), static_cast<int>(gpus.size()), gpus.data()),
+                          "ncclCommInitAll"));
+    return g;
+}
+
+std::unique_ptr<ops::Communicator> NcclGroup::communicator(int rank) const {
+    VOLT_CHECK(rank >= 0 && rank < size()) << "rank " << rank << " of " << size();
+    return std::make_unique<NcclCommunicator>(state_, rank);
+}
+
+int NcclGroup::size() const { return state_->host.size(); }
+void NcclGroup::fail(const Status& why) const { state_->host.fail(why); }
+
+}  // namespace volt::cuda

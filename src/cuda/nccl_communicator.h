@@ -1,0 +1,40 @@
+// The NCCL communicator (docs/parallel.md "Communicators"): ranks on distinct GPUs of one process, one
+// thread and one CudaBackend per rank, NCCL loaded at run time (nccl_library.h) and the communicators of
+// a group made at once by ncclCommInitAll. Exactness: ncclAllReduce sums in an order of its choosing
+// (ring, tree), so the all-reduce is an ncclAllGather into a scratch [size, count] followed by the
+// rank-order sum kernel (kernels/comm.cu) on every rank: bitwise the CPU communicators' r0 + r1 + ...,
+// and equal on every rank. Gather and pipeline send / recv are ncclSend / ncclRecv (grouped for the
+// gather). Every collective first meets the group's other ranks on the host (HostRendezvous: the order
+// check and the watchdog), so ranks never enqueue mismatched NCCL calls; finish_step waits for the
+// step's device work with the same timeout (ncclCommAbort and kUnavailable past it).
+// Compiled, not yet run: this machine has no GPU and the GPU machine has one (docs/parallel.md).
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "cuda/nccl_library.h"
+#include "ops/communicator.h"
+
+namespace volt::cuda {
+
+class NcclGroupState;
+
+class NcclGroup {
+  public:
+    // One NCCL rank per entry of `gpus` (distinct ordinals; rank r on gpus[r]). Errors: kInvalidArgument
+    // for a repeated GPU (NCCL refuses two ranks on one GPU: --tp-same-device is the mode for that);
+    // ncclCommInitAll's, as kInternal naming NCCL's reason.
+    static Result<NcclGroup> create(std::shared_ptr<const NcclLibrary> nccl, const std::vector<int>& gpus,
+                                    ops::CommunicatorOptions options = {});
+    // Rank r's handle; attach it to a CudaBackend on gpus[r] before its first collective.
+    std::unique_ptr<ops::Communicator> communicator(int rank) const;
+    int size() const;
+    // Fails the group now (sticky).
+    void fail(const Status& why) const;
+
+  private:
+    std::shared_ptr<NcclGroupState> state_;
+};
+
+}  // namespace volt::cuda
