@@ -65,8 +65,14 @@ void register_logits(CLI::App& app) {
         "--cpu-offload-experts", *offload,
         "the experts of these layers stay in host memory and run on the CPU: N (the last N), all, "
         "or a list such as 0,5,20-23 (one process, TP = PP = 1)");
+    cmd->add_flag("--tp-same-device", device->tp_same_device,
+                  "--device cuda with TP x PP > 1: every rank on GPU 0 (same-device communicator; tests)");
     add_device_flags(cmd, device.get());
     cmd->callback([=] {
+        if (device->tp_same_device && device->device != "cuda")
+            throw CLI::ValidationError("--tp-same-device",
+                                       "it puts the ranks of --device cuda on one GPU; --device " +
+                                           device->device + " runs them on threads without it");
         const std::vector<int32_t> prompt = parse_id_list(*ids);
         if (prompt.empty()) throw CLI::ValidationError("--prompt-ids", "no ids given");
         const ops::Format kv_format = kv_format_or_exit(*kv_dtype, *kv_f16, *device);

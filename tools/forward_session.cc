@@ -100,11 +100,12 @@ ForwardSession open_forward_or_exit(const std::string& model_dir, const executor
     if (const char* ws = std::getenv("WORLD_SIZE"); ws != nullptr && std::atoi(ws) > 1)
         return open_process_rank(std::move(s), device, parallel, std::atoi(ws));
     if (parallel.world_size() > 1) {
-        if (device.device != "cpu")
-            fail(unimplemented("--tensor-parallel-size / --pipeline-parallel-size > 1 on --device " +
-                               device.device + ": the GPU communicators are not built yet"));
-        auto ranks = executor::RankGroup::create(s.host, parallel,
-                                                 [device](int) { return executor::make_backend(device); });
+        const Status valid = model::check_parallel(s.host->config, parallel);
+        if (!valid.is_ok()) fail(valid);
+        auto factories = executor::parallel_factories(device, parallel);
+        if (!factories.is_ok()) fail(factories.status());
+        auto ranks =
+            executor::RankGroup::create(s.host, parallel, factories->make_backend, {}, factories->make_comms);
         if (!ranks.is_ok()) fail(ranks.status());
         s.ranks = std::move(*ranks);
         return s;

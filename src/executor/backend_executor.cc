@@ -87,8 +87,58 @@ int64_t BackendExecutor::bytes_per_block(int64_t block_size, int group) const {
 }
 
 ExecutorMemory BackendExecutor::memory() const {
-    const ops::MemoryStats m = group_->rank(group_->output_rank()).backend->memory();
-    return {m.total_bytes, m.free_bytes};
+    if (group_->size() == 1) {
+        const ops::MemoryStats m = group_->rank(0).backend->memory();
+        return {m.total_bytes, m.free_bytes};
+    }
+    ExecutorMemory sum{0, 0};
+    std::vector<int> seen;
+    for (int i = 0; i < group_->size(); ++i) {
+        const ops::Backend& be = *group_->rank(i).backend;
+        if (std::find(seen.begin(), seen.end(), be.device_ordinal()) != seen.end()) continue;
+        seen.push_back(be.device_ordinal());
+        const ops::MemoryStats m = be.memory();
+        sum.total_bytes += m.total_bytes;
+        sum.free_bytes += m.free_bytes;
+    }
+    return sum;
+}
+
+int BackendExecutor::num_devices() const {
+    std::vector<int> seen;
+    for (int i = 0; i < group_->size(); ++i) {
+        const int d = group_->rank(i).backend->device_ordinal();
+        if (std::find(seen.begin(), seen.end(), d) == seen.end()) seen.push_back(d);
+    }
+    return static_cast<int>(seen.size());
+}
+
+double BackendExecutor::max_device_kv_share(int64_t block_size) const {
+    const model::GptOssConfig& c = weights_->config;
+    int64_t full = 0;
+    std::map<int, int64_t> per_device;
+    for (int g = 0; g < kNumKvGroups; ++g) full += bytes_per_block(block_size, g);
+    if (full <= 0 || group_->size() == 1) return 1.0;
+    for (int i = 0; i < group_->size(); ++i) {
+        const model::ModelWeights& w = *group_->rank(i).shard;
+        const int64_t end = w.shard.layer_end < 0 ? c.num_hidden_layers : w.shard.layer_end;
+        int64_t bytes = 0;
+        for (int g = 0; g < kNumKvGroups; ++g) {
+            // bytes_per_block counts every layer of the group; the rank holds its stage's only.
+            int64_t all = 0, mine = 0;
+            for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+                if (model::kv_group_of(c, l) != g) continue;
+                ++all;
+                if (l >= w.shard.layer_begin && l < end) ++mine;
+            }
+            if (all > 0)
+                bytes += model::KvStore::bytes_per_block(w.config, block_size, g, kv_format_) / all * mine;
+        }
+        per_device[group_->rank(i).backend->device_ordinal()] += bytes;
+    }
+    int64_t most = 0;
+    for (const auto& [device, bytes] : per_device) most = std::max(most, bytes);
+    return static_cast<double>(most) / static_cast<double>(full);
 }
 
 Status BackendExecutor::init_cache(const CacheConfig& c) {

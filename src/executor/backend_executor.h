@@ -50,7 +50,16 @@ class BackendExecutor : public SyncExecutor {
     const model::ModelWeights& host_weights() const { return *weights_; }
     engine::ExecutorInfo info() const override;
     int64_t bytes_per_block(int64_t block_size, int group) const override;
+    // The device memory of the ranks' backends, summed over their distinct devices (ops::Backend::
+    // device_ordinal: ranks sharing a GPU count it once); at TP = PP = 1 the one backend's.
     engine::ExecutorMemory memory() const override;
+    // Distinct devices the ranks run on (1 at TP = PP = 1 and for ranks sharing one GPU).
+    int num_devices() const;
+    // The largest share of one KV block (bytes_per_block of both groups: the whole model's) that one
+    // device holds: the sum over the ranks on that device of their shard's block bytes (their KV heads,
+    // their stage's layers), over the whole model's. 1 when every rank shares one device (or at TP = PP
+    // = 1); 1 / T for T tensor-parallel ranks on T GPUs. Memory planning divides by it.
+    double max_device_kv_share(int64_t block_size) const;
     Status init_cache(const engine::CacheConfig& config) override;
 
     // The profiling run of memory planning (vLLM's profile_run): one step of max_num_batched_tokens

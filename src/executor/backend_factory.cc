@@ -1,17 +1,32 @@
 #include "executor/backend_factory.h"
 
+#include "core/logging.h"
 #include "cpu/cpu_ops.h"
 #if defined(VOLT_HAVE_CUDA)
 #include "cuda/cuda_backend.h"
+#include "cuda/nccl_communicator.h"
+#include "cuda/same_device_communicator.h"
 #endif
 
 namespace volt::executor {
 
 #if defined(VOLT_HAVE_CUDA)
 bool cuda_built() { return true; }
+int visible_gpus() { return cuda::visible_gpu_count(); }
 #else
 bool cuda_built() { return false; }
+int visible_gpus() { return 0; }
 #endif
+
+namespace {
+constexpr int kMaxSameDeviceRanks = 16;  // cuda::kMaxCommRanks
+
+std::string ranks_text(const model::ParallelConfig& p) {
+    return "--tensor-parallel-size " + std::to_string(p.tensor_parallel_size) +
+           " x --pipeline-parallel-size " + std::to_string(p.pipeline_parallel_size) + " = " +
+           std::to_string(p.world_size()) + " ranks";
+}
+}  // namespace
 
 Result<std::unique_ptr<ops::Backend>> make_backend(const DeviceOptions& o) {
     if (o.device == "cpu") return std::unique_ptr<ops::Backend>(std::make_unique<cpu::CpuBackend>());
@@ -21,6 +36,7 @@ Result<std::unique_ptr<ops::Backend>> make_backend(const DeviceOptions& o) {
         co.dtype = o.dtype;
         co.cuda_kernels = o.cuda_kernels;
         co.embedding_in_host_memory = o.embedding_in_host_memory;
+        co.device = o.gpu;
         VOLT_ASSIGN_OR_RETURN(auto backend, cuda::CudaBackend::create(co));
         return std::unique_ptr<ops::Backend>(std::move(backend));
 #else
@@ -30,6 +46,105 @@ Result<std::unique_ptr<ops::Backend>> make_backend(const DeviceOptions& o) {
 #endif
     }
     return invalid_argument("--device " + o.device + ": expected cpu or cuda");
+}
+
+Result<std::vector<int>> rank_gpus(const model::ParallelConfig& p, int visible, bool same_device) {
+    const int world = p.world_size();
+    if (same_device) {
+        if (world > kMaxSameDeviceRanks)
+            return invalid_argument(ranks_text(p) + " on one GPU (--tp-same-device): at most " +
+                                    std::to_string(kMaxSameDeviceRanks) + " ranks share one GPU");
+        return std::vector<int>(world, 0);
+    }
+    if (world > visible)
+        return invalid_argument(
+            ranks_text(p) + " need " + std::to_string(world) + " GPUs, one per rank, but " +
+            std::to_string(visible) +
+            " are visible (CUDA_VISIBLE_DEVICES); --tp-same-device puts every rank on GPU 0 "
+            "(for tests: the ranks share its memory and its time)");
+    std::vector<int> gpus(world);
+    for (int i = 0; i < world; ++i) gpus[i] = i;
+    return gpus;
+}
+
+Result<ParallelFactories> parallel_factories(const DeviceOptions& device, const model::ParallelConfig& p) {
+    ParallelFactories f;
+    if (device.device == "cpu") {
+        f.make_backend = [device](int) { return make_backend(device); };
+        f.make_comms = thread_communicators;
+        f.communicator = "threads";
+        return f;
+    }
+    if (device.device != "cuda")
+        return invalid_argument("--device " + device.device + ": expected cpu or cuda");
+#if defined(VOLT_HAVE_CUDA)
+    VOLT_ASSIGN_OR_RETURN(f.gpus, rank_gpus(p, visible_gpus(), device.tp_same_device));
+    const std::vector<int> gpus = f.gpus;
+    f.make_backend = [device, gpus](int i) {
+        DeviceOptions d = device;
+        d.gpu = gpus[i];
+        return make_backend(d);
+    };
+    if (device.tp_same_device) {
+        f.communicator = "same-device";
+        f.make_comms = [](const model::ParallelConfig& q,
+                          const ops::CommunicatorOptions& options) -> Result<CommSet> {
+            const int tp = q.tensor_parallel_size, pp = q.pipeline_parallel_size;
+            std::vector<cuda::SameDeviceGroup> tp_groups, pp_groups;
+            for (int s = 0; s < pp; ++s) tp_groups.emplace_back(tp, 0, options);
+            for (int t = 0; t < tp; ++t) pp_groups.emplace_back(pp, 0, options);
+            CommSet set;
+            for (int i = 0; i < q.world_size(); ++i) {
+                set.tp.push_back(tp_groups[i / tp].communicator(i % tp));
+                set.pp.push_back(pp_groups[i % tp].communicator(i / tp));
+            }
+            set.fail_all = [tp_groups, pp_groups](const Status& why) {
+                for (const auto& g : tp_groups) g.fail(why);
+                for (const auto& g : pp_groups) g.fail(why);
+            };
+            return set;
+        };
+        return f;
+    }
+    // One GPU per rank: NCCL, loaded now (the binary needs it only here).
+    VOLT_ASSIGN_OR_RETURN(std::shared_ptr<const cuda::NcclLibrary> nccl, cuda::NcclLibrary::open());
+    spdlog::info("parallel: {} (NCCL version code {}), ranks on GPUs 0..{}", nccl->soname, nccl->version,
+                 p.world_size() - 1);
+    f.communicator = "nccl";
+    f.make_comms = [nccl, gpus](const model::ParallelConfig& q,
+                                const ops::CommunicatorOptions& options) -> Result<CommSet> {
+        const int tp = q.tensor_parallel_size, pp = q.pipeline_parallel_size;
+        std::vector<cuda::NcclGroup> tp_groups, pp_groups;
+        for (int s = 0; s < pp; ++s) {
+            std::vector<int> members;
+            for (int t = 0; t < tp; ++t) members.push_back(gpus[s * tp + t]);
+            VOLT_ASSIGN_OR_RETURN(auto g, cuda::NcclGroup::create(nccl, members, options));
+            tp_groups.push_back(std::move(g));
+        }
+        for (int t = 0; t < tp; ++t) {
+            std::vector<int> members;
+            for (int s = 0; s < pp; ++s) members.push_back(gpus[s * tp + t]);
+            VOLT_ASSIGN_OR_RETURN(auto g, cuda::NcclGroup::create(nccl, members, options));
+            pp_groups.push_back(std::move(g));
+        }
+        CommSet set;
+        for (int i = 0; i < q.world_size(); ++i) {
+            set.tp.push_back(tp_groups[i / tp].communicator(i % tp));
+            set.pp.push_back(pp_groups[i % tp].communicator(i / tp));
+        }
+        set.fail_all = [tp_groups, pp_groups](const Status& why) {
+            for (const auto& g : tp_groups) g.fail(why);
+            for (const auto& g : pp_groups) g.fail(why);
+        };
+        return set;
+    };
+    return f;
+#else
+    (void)p;
+    return unimplemented(
+        "--device cuda: this voltllm was built without CUDA (configure with the volta, volta-ptx or cuda13 "
+        "preset)");
+#endif
 }
 
 }  // namespace volt::executor

@@ -5,8 +5,11 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/status.h"
+#include "executor/rank_group.h"
+#include "model/shard.h"
 #include "ops/ops.h"
 
 namespace volt::executor {
@@ -16,6 +19,9 @@ struct DeviceOptions {
     std::string dtype = "auto";             // auto | half | float | bfloat16 (GPU operand dtype)
     std::string cuda_kernels = "auto";      // auto | sm70 (force the Volta variants and no cuBLAS)
     bool embedding_in_host_memory = false;  // cuda: the embedding table in pinned host memory
+    int gpu = 0;                            // cuda: the GPU's ordinal (rank i of TP / PP: its own)
+    // cuda, TP x PP > 1: every rank on GPU 0 with the same-device communicator (tests; --tp-same-device)
+    bool tp_same_device = false;
 };
 
 // kInvalidArgument for an unknown device; kUnimplemented for cuda in a build without it; the CUDA
@@ -24,5 +30,27 @@ Result<std::unique_ptr<ops::Backend>> make_backend(const DeviceOptions& options)
 
 // Whether this build has the CUDA backend.
 bool cuda_built();
+
+// GPUs this process sees (0 in a build without CUDA or on a machine without a GPU).
+int visible_gpus();
+
+// The GPU ordinal of each of `world` ranks of --device cuda: rank i on GPU i when `world` <= `visible`,
+// every rank on GPU 0 with same_device (--tp-same-device). kInvalidArgument when world > visible without
+// same_device (the message names both counts and the flag), or with same_device above 16 ranks (the
+// same-device communicator's limit).
+Result<std::vector<int>> rank_gpus(const model::ParallelConfig& parallel, int visible, bool same_device);
+
+// What RankGroup::create needs for `parallel` (world size > 1) on `device`: a backend per rank and the
+// communicators. cpu: the CPU backend on every rank, thread communicators. cuda: rank_gpus's mapping;
+// same-device communicators when every rank is on one GPU (--tp-same-device), else NCCL (loaded at run
+// time, docs/parallel.md). Errors: rank_gpus's; kUnimplemented for cuda in a build without it.
+struct ParallelFactories {
+    BackendFactory make_backend;
+    CommFactory make_comms;
+    std::vector<int> gpus;     // [world] the GPU of each rank (empty on the CPU)
+    std::string communicator;  // "threads", "same-device", "nccl"
+};
+Result<ParallelFactories> parallel_factories(const DeviceOptions& device,
+                                             const model::ParallelConfig& parallel);
 
 }  // namespace volt::executor

@@ -79,6 +79,10 @@ void add_engine_flags(CLI::App* app, EngineFlags* f) {
                     "pipeline stages the layers are split over (up to the layer count); CPU: threads")
         ->check(CLI::PositiveNumber)
         ->capture_default_str();
+    app->add_flag(
+        "--tp-same-device", f->device.tp_same_device,
+        "cuda, TP x PP > 1: every rank on GPU 0 with the same-device communicator (tests: the ranks "
+        "share the GPU's memory and time; without it each rank needs a GPU of its own)");
     app->add_option("--collective-timeout", f->collective_timeout_s,
                     "seconds a rank may wait in one collective before the engine fails (watchdog)")
         ->check(CLI::PositiveNumber)
@@ -168,6 +172,9 @@ Status check_engine_flags(const EngineFlags& f) {
         return invalid_argument("--swap-space " + std::to_string(f.swap_space_gib) + " GiB must be >= 0");
     if (f.executor != "scripted")
         VOLT_RETURN_IF_ERROR(kv_cache_format(f.kv_cache_dtype, f.device.device).status());
+    if (f.device.tp_same_device && f.device.device != "cuda")
+        return invalid_argument("--tp-same-device puts the ranks of --device cuda on one GPU; --device " +
+                                f.device.device + " runs them on threads without it");
     return Status::ok();
 }
 
@@ -187,6 +194,8 @@ Status plan_device_memory(const EngineFlags& f, BackendExecutor& ex, EngineConfi
     const engine::ExecutorMemory before = ex.memory();
     VOLT_RETURN_IF_ERROR(ex.profile(cc));
     const engine::ExecutorMemory m = ex.memory();
+    // Several GPUs (one per rank): the numbers are summed over them, and so are the limit and the budget.
+    const int devices = ex.num_devices();
     const auto limit = static_cast<int64_t>(f.gpu_memory_utilization * static_cast<double>(m.total_bytes));
     const int64_t used = m.total_bytes - m.free_bytes;
     const int64_t activations = before.free_bytes - m.free_bytes;
@@ -204,8 +213,13 @@ Status plan_device_memory(const EngineFlags& f, BackendExecutor& ex, EngineConfi
     // (the split-KV partials of long decode rows), the sample op's per-row lists, the allocator's
     // granularity. Seen on the H200: without it the process's peak, read by nvidia-smi, passed
     // utilization x total by 70 MiB (scripts/gpu/serve.sh, part memory_20b).
-    const int64_t headroom = std::max<int64_t>(int64_t{256} << 20, limit / 100);
-    const int64_t budget = limit - used - headroom;
+    const int64_t headroom = std::max<int64_t>(int64_t{256} << 20, limit / devices / 100) * devices;
+    // The KV budget is the whole model's (bytes_per_block counts every layer and KV head): ranks sharing a
+    // GPU (--tp-same-device) split the GPU's share among them in proportion to their KV heads and layers;
+    // with one GPU per rank the GPU holding the largest share of a block decides (each GPU is assumed to
+    // have the same free memory as the mean).
+    const double share = ex.max_device_kv_share(cc.block_size);
+    const auto budget = static_cast<int64_t>(static_cast<double>(limit - used - headroom) / devices / share);
     const int64_t one_block = ex.bytes_per_block(cc.block_size, 0) + ex.bytes_per_block(cc.block_size, 1);
     if (budget < 4 * one_block)
         return resource_exhausted("the model does not fit: weights and activations take " + gib(used) +
@@ -252,16 +266,19 @@ Result<std::unique_ptr<Executor>> make_executor(const EngineFlags& f,
     }
     if (f.parallel.world_size() > 1) {
         VOLT_RETURN_IF_ERROR(model::check_parallel(weights->config, f.parallel));
-        if (f.device.device != "cpu")
-            return unimplemented(
-                "--tensor-parallel-size / --pipeline-parallel-size > 1 on --device " + f.device.device +
-                ": the GPU communicators are not built yet; --device cpu runs them on threads");
+        VOLT_ASSIGN_OR_RETURN(const ParallelFactories pf, parallel_factories(f.device, f.parallel));
         ops::CommunicatorOptions comm;
         comm.timeout_s = f.collective_timeout_s;
-        const DeviceOptions device = f.device;
-        VOLT_ASSIGN_OR_RETURN(auto ex, BackendExecutor::create_parallel(
-                                           weights, f.parallel,
-                                           [device](int) { return make_backend(device); }, kv_format, comm));
+        VOLT_ASSIGN_OR_RETURN(auto ex, BackendExecutor::create_parallel(weights, f.parallel, pf.make_backend,
+                                                                        kv_format, comm, pf.make_comms));
+        if (f.device.device == "cuda") {
+            // Graph capture is per stream and the ranks' collectives cross streams and threads (host
+            // barriers between the captures): not captured yet, so TP / PP > 1 runs eagerly.
+            spdlog::info(
+                "cuda graphs: off at tensor x pipeline parallel size > 1 (decode steps run eagerly; "
+                "docs/parallel.md)");
+            if (config) VOLT_RETURN_IF_ERROR(plan_device_memory(f, *ex, config));
+        }
         return std::unique_ptr<Executor>(std::move(ex));
     }
     if (f.device.device == "cuda") {

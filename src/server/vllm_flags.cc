@@ -148,7 +148,7 @@ constexpr VllmFlag kFlags[] = {
      "--pipeline-parallel-size"},
     {"--pipeline-parallel-size", "-pp", A::kValue, S::kHonoured, O::kVllm, false,
      "pipeline stages the layers are split over (up to the layer count): threads of this process with "
-     "--device cpu; on GPUs not yet (refused)"},
+     "--device cpu; with --device cuda one GPU per rank (NCCL), or all on GPU 0 with --tp-same-device"},
     {"--port", "", A::kValue, S::kHonoured, O::kVllm, false,
      "listen port, default 8000; 0 picks a free one (printed at start)"},
     {"--preemption-mode", "", A::kValue, S::kHonoured, O::kVllmRemoved, false,
@@ -181,13 +181,17 @@ constexpr VllmFlag kFlags[] = {
      "GiB of host memory (pinned) per GPU for the KV blocks of preempted sequences (default 4; 0: none)"},
     {"--tensor-parallel-size", "-tp", A::kValue, S::kHonoured, O::kVllm, false,
      "ranks each layer is split over (must divide the KV heads; docs/parallel.md): threads of this "
-     "process with --device cpu; on GPUs not yet (refused)"},
+     "process with --device cpu; with --device cuda one GPU per rank (NCCL), or all on GPU 0 with "
+     "--tp-same-device"},
     {"--tokenizer", "", A::kValue, S::kHonoured, O::kVllm, false,
      "a tokenizer.json file to use instead of the one next to the checkpoint (no Hugging Face ids)"},
     {"--tool-call-parser", "", A::kValue, S::kHonoured, O::kVllm, false,
      "openai: harmony function calls become `tool_calls` (the only parser)"},
     {"--tool-server", "", A::kValue, S::kRejected, O::kVllm, false,
      "built-in tools (browser, python) are not served yet; pass function tools in the request"},
+    {"--tp-same-device", "", A::kSwitch, S::kHonoured, O::kVoltllm, false,
+     "--device cuda with tensor x pipeline parallel size > 1: every rank on GPU 0 through the same-device "
+     "communicator (for tests; without it each rank needs a GPU of its own)"},
     {"--trust-remote-code", "", A::kSwitch, S::kAcceptedWithNotice, O::kVllm, false,
      "ignored: no code from a checkpoint is ever run; gpt-oss needs none"},
     {"--uds", "", A::kValue, S::kRejected, O::kVllm, false,

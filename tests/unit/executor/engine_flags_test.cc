@@ -316,5 +316,55 @@ TEST(CpuOffload, KvPlanGrowsByTheOffloadedBytes) {
     EXPECT_EQ(three - none, 3 * per_layer - 64 * H * 4);
 }
 
+// --device cuda with TP x PP > 1: a GPU per rank, or every rank on GPU 0 with --tp-same-device.
+TEST(ParallelDevices, RankGpusMapsRanksAndRefusesTooFewGpus) {
+    EXPECT_EQ(*rank_gpus({2, 2}, 4, false), (std::vector<int>{0, 1, 2, 3}));
+    EXPECT_EQ(*rank_gpus({4, 1}, 8, false), (std::vector<int>{0, 1, 2, 3}));
+    EXPECT_EQ(*rank_gpus({4, 1}, 1, true), (std::vector<int>{0, 0, 0, 0}));
+    EXPECT_EQ(*rank_gpus({2, 3}, 0, true), (std::vector<int>(6, 0)));
+    const auto few = rank_gpus({4, 1}, 1, false);
+    ASSERT_FALSE(few.is_ok());
+    EXPECT_EQ(few.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(
+        few.status().message(),
+        "--tensor-parallel-size 4 x --pipeline-parallel-size 1 = 4 ranks need 4 GPUs, one per rank, but 1 "
+        "are visible (CUDA_VISIBLE_DEVICES); --tp-same-device puts every rank on GPU 0 (for tests: the "
+        "ranks share its memory and its time)");
+    EXPECT_FALSE(rank_gpus({1, 2}, 1, false).is_ok());
+    const auto many = rank_gpus({8, 4}, 1, true);
+    ASSERT_FALSE(many.is_ok());
+    EXPECT_EQ(
+        many.status().message(),
+        "--tensor-parallel-size 8 x --pipeline-parallel-size 4 = 32 ranks on one GPU (--tp-same-device): "
+        "at most 16 ranks share one GPU");
+}
+
+TEST(ParallelDevices, TpSameDeviceFlag) {
+    EngineFlags f;
+    ASSERT_TRUE(parse({"--device", "cuda", "--tensor-parallel-size", "2", "--tp-same-device"}, &f).is_ok());
+    EXPECT_TRUE(f.device.tp_same_device);
+    EXPECT_EQ(f.parallel.tensor_parallel_size, 2);
+    EngineFlags g;
+    const Status cpu = parse({"--tensor-parallel-size", "2", "--tp-same-device"}, &g);
+    EXPECT_EQ(cpu.code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(
+        cpu.message(),
+        "--tp-same-device puts the ranks of --device cuda on one GPU; --device cpu runs them on threads "
+        "without it");
+    // The CPU's factories: threads, whatever the GPU count.
+    auto threads = parallel_factories(DeviceOptions{}, {2, 2});
+    ASSERT_TRUE(threads.is_ok());
+    EXPECT_EQ(threads->communicator, "threads");
+    EXPECT_TRUE(threads->gpus.empty());
+    if (!cuda_built()) {
+        DeviceOptions d;
+        d.device = "cuda";
+        d.tp_same_device = true;
+        const auto none = parallel_factories(d, {2, 1});
+        EXPECT_EQ(none.status().code(), StatusCode::kUnimplemented);
+        EXPECT_NE(none.status().message().find("built without CUDA"), std::string::npos);
+    }
+}
+
 }  // namespace
 }  // namespace volt::executor

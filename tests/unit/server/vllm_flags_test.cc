@@ -110,8 +110,8 @@ TEST(VllmFlags, MarkdownRowFormat) {
     EXPECT_EQ(
         flag_markdown_row(*find_vllm_flag("--tensor-parallel-size")),
         "| `--tensor-parallel-size` | `-tp` | honoured | value | vLLM | ranks each layer is split over (must "
-        "divide the KV heads; docs/parallel.md): threads of this process with --device cpu; on GPUs not yet "
-        "(refused) |");
+        "divide the KV heads; docs/parallel.md): threads of this process with --device cpu; with --device "
+        "cuda one GPU per rank (NCCL), or all on GPU 0 with --tp-same-device |");
 }
 
 TEST(VllmFlags, UnknownFlagSuggestsNearest) {
