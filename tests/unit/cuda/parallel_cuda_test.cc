@@ -10,9 +10,11 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <random>
 #include <thread>
 
+#include "cpu/cpu_ops.h"
 #include "cuda/cuda_backend.h"
 #include "cuda/same_device_communicator.h"
 #include "executor/backend_factory.h"
@@ -132,12 +134,14 @@ TEST(CudaComm, GatherAndSendRecvMoveTheBytesInOrder) {
     auto st = ranks.run([&](int r) {
         ranks.comms[r]->begin_step(0);
         VOLT_RETURN_IF_ERROR(ranks.comms[r]->gather(in[r].as<float>(), counts, out[r].as<float>(), 2));
-        // A ring of sends: r -> r + 1, twice, then the receive (buffered sends return first).
+        // A ring: r -> r + 1 twice, each send before the matching receive (a send returns before the
+        // peer receives: one message is buffered per ordered pair).
         const int next = (r + 1) % n, prev = (r + n - 1) % n;
+        auto* o = static_cast<float*>(out[r].data());
         VOLT_RETURN_IF_ERROR(ranks.comms[r]->send(in[r].data(), 8, next));
+        VOLT_RETURN_IF_ERROR(ranks.comms[r]->recv(o + 12, 8, prev));
         VOLT_RETURN_IF_ERROR(ranks.comms[r]->send(static_cast<float*>(in[r].data()) + 2, 8, next));
-        VOLT_RETURN_IF_ERROR(ranks.comms[r]->recv(static_cast<float*>(out[r].data()) + 12, 8, prev));
-        return ranks.comms[r]->recv(static_cast<float*>(out[r].data()) + 14, 8, prev);
+        return ranks.comms[r]->recv(o + 14, 8, prev);
     });
     for (const Status& s : st) ASSERT_TRUE(s.is_ok()) << s.to_string();
     std::vector<float> g(16);
@@ -187,6 +191,42 @@ TEST(CudaComm, DifferentCollectivesOnTwoRanksFailBothNamingTheTags) {
             "collective order differs across ranks: rank 0 issued all_reduce_sum #0 of step 1 (64 bytes), "
             "rank 1 issued all_reduce_sum #0 of step 1 (128 bytes)");
     }
+}
+
+// A vocab-sharded embedding (tensor parallelism): rows of the shard's ids, zeros for the other shards' ids;
+// bitwise the CPU twin's.
+TEST(CudaComm, ShardedEmbeddingZerosOtherShardsIds) {
+    VOLT_NEED_GPU();
+    auto g = gpu();
+    ASSERT_TRUE(g);
+    const int64_t V = 10, rows = 4, H = 40, begin = 3;
+    const std::vector<float> table = random_floats(rows * H, 3);
+    const std::vector<int32_t> ids = {0, 3, 6, 9, 4, 7, 5};
+    cpu::CpuBackend cpu_backend;
+    std::vector<float> want(ids.size() * H, -1.0f);
+    ops::DenseWeight t;
+    t.format = ops::Format::kF32;
+    t.w = table.data();
+    t.out = rows;
+    t.in = H;
+    ops::EmbeddingArgs a{ids.data(), t, want.data(), static_cast<int64_t>(ids.size()), begin, V};
+    cpu_backend.embedding(a);
+    auto dt = g->alloc(static_cast<int64_t>(table.size()) * 4);
+    auto di = g->alloc(static_cast<int64_t>(ids.size()) * 4);
+    auto dout = g->alloc(static_cast<int64_t>(want.size()) * 4);
+    ASSERT_TRUE(dt.is_ok() && di.is_ok() && dout.is_ok());
+    g->upload(dt->data(), table.data(), static_cast<int64_t>(table.size()) * 4);
+    g->upload(di->data(), ids.data(), static_cast<int64_t>(ids.size()) * 4);
+    g->fill(dout->data(), 0xff, static_cast<int64_t>(want.size()) * 4);
+    a.ids = di->as<int32_t>();
+    a.table.w = dt->data();
+    a.out = dout->as<float>();
+    g->embedding(a);
+    std::vector<float> got(want.size());
+    g->download(got.data(), dout->data(), static_cast<int64_t>(got.size()) * 4);
+    EXPECT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * 4));
+    EXPECT_EQ(got[0], 0.0f) << "id 0 is another shard's";
+    EXPECT_EQ(got[1 * H], table[0]) << "id 3 is the shard's first row";
 }
 
 // ---- the forward pass over same-device ranks ----
