@@ -146,6 +146,7 @@ Status BackendExecutor::init_cache(const CacheConfig& c) {
     for (int i = 0; i < group_->size(); ++i) {
         Rank& r = group_->rank(i);
         RankState& st = states_[i];
+        r.backend->bind_thread();  // this thread serves every rank's device in turn (several GPUs)
         const model::ModelWeights& w = *r.shard;
         st.cache = model::KvStore();  // a profiling run's cache, if any, goes first
         VOLT_ASSIGN_OR_RETURN(
@@ -196,6 +197,7 @@ Status BackendExecutor::init_cache(const CacheConfig& c) {
 void BackendExecutor::fill_workspace(uint8_t byte) {
     for (int i = 0; i < group_->size(); ++i) {
         ops::Backend& be = *group_->rank(i).backend;
+        be.bind_thread();
         for (const ops::Buffer& buf : states_[i].ws.buffers) be.fill(buf.data(), byte, buf.bytes());
         be.fill_scratch(byte);
     }
@@ -241,6 +243,7 @@ Status BackendExecutor::profile(const CacheConfig& c) {
     StepResult result;
     VOLT_RETURN_IF_ERROR(run(b, &result));
     for (int i = 0; i < group_->size(); ++i) {
+        group_->rank(i).backend->bind_thread();
         group_->rank(i).backend->synchronize();
         states_[i].cache = model::KvStore();
     }

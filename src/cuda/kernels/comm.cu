@@ -18,7 +18,11 @@ __global__ void rank_sum_kernel(RankPointers in, int n, float* out, int64_t coun
     for (int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x; i < count;
          i += static_cast<int64_t>(gridDim.x) * kThreads) {
         float s = in.p[0][i];
-        for (int r = 1; r < n; ++r) s = __fadd_rn(s, in.p[r][i]);
+        // Unrolled with constant indices: the pointers stay in parameter space (a dynamic index would
+        // copy the array to local memory).
+#pragma unroll
+        for (int r = 1; r < kMaxCommRanks; ++r)
+            if (r < n) s = __fadd_rn(s, in.p[r][i]);
         out[i] = s;
     }
 }
