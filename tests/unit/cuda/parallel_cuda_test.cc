@@ -14,6 +14,7 @@
 #include <random>
 #include <thread>
 
+#include "core/check.h"
 #include "cpu/cpu_ops.h"
 #include "cuda/cuda_backend.h"
 #include "cuda/same_device_communicator.h"
@@ -68,6 +69,12 @@ struct Ranks {
         return out;
     }
 };
+
+ops::Buffer alloc(ops::Backend& b, int64_t bytes) {
+    auto buf = b.alloc(bytes);
+    VOLT_CHECK(buf.is_ok()) << buf.status().to_string();
+    return std::move(*buf);
+}
 
 std::vector<float> random_floats(int64_t n, uint32_t seed) {
     std::mt19937 rng(seed);
@@ -127,8 +134,8 @@ TEST(CudaComm, GatherAndSendRecvMoveTheBytesInOrder) {
     std::vector<std::vector<float>> host(n);
     for (int r = 0; r < n; ++r) {
         host[r] = random_floats(std::max<int64_t>(counts[r], 1), 7 + r);
-        in[r] = std::move(*ranks.backends[r]->alloc(64));
-        out[r] = std::move(*ranks.backends[r]->alloc(64));
+        in[r] = alloc(*ranks.backends[r], 64);
+        out[r] = alloc(*ranks.backends[r], 64);
         ranks.backends[r]->upload(in[r].data(), host[r].data(), counts[r] * 4);
     }
     auto st = ranks.run([&](int r) {
@@ -179,7 +186,7 @@ TEST(CudaComm, DifferentCollectivesOnTwoRanksFailBothNamingTheTags) {
     VOLT_NEED_GPU();
     Ranks ranks(2);
     std::vector<ops::Buffer> bufs;
-    for (int r = 0; r < 2; ++r) bufs.push_back(std::move(*ranks.backends[r]->alloc(256)));
+    for (int r = 0; r < 2; ++r) bufs.push_back(alloc(*ranks.backends[r], 256));
     auto st = ranks.run([&](int r) {
         ranks.comms[r]->begin_step(1);
         return ranks.comms[r]->all_reduce_sum(bufs[r].as<float>(), r == 0 ? 16 : 32);
