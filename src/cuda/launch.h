@@ -145,6 +145,29 @@ void launch_rank_sum_f32(const RankPointers& in, int n, float* out, int64_t coun
 void launch_rank_sum_strided_f32(const float* in, int n, int64_t stride, float* out, int64_t count,
                                  cudaStream_t stream);
 
+// The one-shot all-reduce over peer memory (GPUs with peer access enabled among them): in[q] is rank q's
+// staging buffer [count] f32 for this call (this rank's own copy already made, stream-ordered before the
+// launch), flags[q] rank q's flag words [kMaxCommRanks] u32 (zeroed at creation); epoch counts the calls
+// from 1, the same on every rank. out[i] = in[0][i] + ... + in[n-1][i] in rank order (bitwise
+// launch_rank_sum_f32's). A peer whose flag does not come within timeout_ns makes the kernel write 1 to
+// error [1] i32 and finish with undefined out (the host fails the group). At most max_blocks blocks (all
+// co-resident: no more than the SMs).
+struct OneShotArgs {
+    const float* in[kMaxCommRanks];
+    unsigned* flags[kMaxCommRanks];
+    int n = 0, rank = 0;
+    unsigned epoch = 0;
+    float* out = nullptr;
+    int64_t count = 0;
+    int* error = nullptr;
+    uint64_t timeout_ns = 0;
+};
+void launch_one_shot_all_reduce(const OneShotArgs& a, int max_blocks, cudaStream_t stream);
+// The peer-access probe: dst_peer[k] = seed ^ (k * 2654435761) (a write into a peer's memory) and
+// local[k] = src_peer[k] (a read from it), k < n.
+void launch_peer_probe(const uint32_t* src_peer, uint32_t* dst_peer, uint32_t* local, int64_t n,
+                       uint32_t seed, cudaStream_t stream);
+
 // ---- the probe (kernels/probe.cu) ----
 // __CUDA_ARCH__ of the code the device actually runs (700 in a compute_70 PTX build, 900 for sm_90 SASS);
 // minus the cudaError_t when this binary holds no code the device can run.

@@ -2,15 +2,18 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <string>
 #include <thread>
 
 #include "core/check.h"
+#include "core/logging.h"
 #include "cpu/comm_tags.h"
 #include "cuda/cuda_backend.h"
 #include "cuda/cuda_check.h"
 #include "cuda/host_rendezvous.h"
 #include "cuda/launch.h"
+#include "cuda/peer_access.h"
 
 namespace volt::cuda {
 
@@ -29,12 +32,21 @@ class NcclGroupState {
         const bool failed = !host.failed().is_ok();
         for (NcclComm c : comms)
             if (c != nullptr) failed ? nccl->comm_abort(c) : nccl->comm_destroy(c);
+        for (void* p : one_shot_buffers)
+            if (cudaFree(p) == cudaErrorCudartUnloading) return;
     }
     HostRendezvous host;
     std::shared_ptr<const NcclLibrary> nccl;
     std::vector<int> gpus;
     std::vector<NcclComm> comms;  // [size]
     ops::CommunicatorOptions options;
+    // The one-shot all-reduce (empty vectors when off): rank r's buffers live on gpus[r].
+    bool one_shot = false;
+    std::vector<float*> staging;   // [size] each [2, kOneShotMaxBytes / 4] f32 (halves by epoch parity)
+    std::vector<unsigned*> flags;  // [size] each [kMaxCommRanks] u32, zeroed
+    std::vector<int*> errors;      // [size] each [1] i32: a peer's flag came too late
+    std::vector<int> sm_counts;    // [size]
+    std::vector<void*> one_shot_buffers;
 };
 
 namespace {
@@ -70,6 +82,28 @@ class NcclCommunicator : public ops::Communicator {
         const CollectiveTag tag = tags_.next(CollectiveKind::kAllReduceSum, count * 4);
         if (size() == 1) return Status::ok();
         VOLT_RETURN_IF_ERROR(g_->host.meet(rank_, {tag, data}));
+        if (g_->one_shot && count * 4 <= NcclGroup::kOneShotMaxBytes) {
+            // Every rank makes the same calls in the same order (checked above): the epochs agree.
+            const unsigned epoch = ++epoch_;
+            const int64_t half = (epoch & 1u) * (NcclGroup::kOneShotMaxBytes / 4);
+            VOLT_CUDA_CHECK(cudaMemcpyAsync(g_->staging[rank_] + half, data, static_cast<size_t>(count) * 4,
+                                            cudaMemcpyDeviceToDevice, stream_));
+            OneShotArgs a;
+            for (int q = 0; q < size(); ++q) {
+                a.in[q] = g_->staging[q] + half;
+                a.flags[q] = g_->flags[q];
+            }
+            a.n = size();
+            a.rank = rank_;
+            a.epoch = epoch;
+            a.out = data;
+            a.count = count;
+            a.error = g_->errors[rank_];
+            a.timeout_ns = static_cast<uint64_t>(g_->options.timeout_s * 1e9);
+            launch_one_shot_all_reduce(a, g_->sm_counts[rank_], stream_);
+            used_one_shot_ = true;
+            return Status::ok();
+        }
         float* all = grow_scratch(count * size());
         VOLT_RETURN_IF_ERROR(nccl_call(
             g_->nccl->all_gather(data, all, static_cast<size_t>(count), kNcclFloat32, comm(), stream_),
@@ -144,7 +178,7 @@ class NcclCommunicator : public ops::Communicator {
             std::chrono::steady_clock::now() + std::chrono::duration<double>(g_->options.timeout_s);
         for (;;) {
             const cudaError_t e = cudaEventQuery(step_done_);
-            if (e == cudaSuccess) return Status::ok();
+            if (e == cudaSuccess) return check_one_shot();
             VOLT_CHECK(e == cudaErrorNotReady) << "cudaEventQuery: " << cudaGetErrorString(e);
             int async = kNcclSuccess;
             const Status polled =
@@ -166,6 +200,20 @@ class NcclCommunicator : public ops::Communicator {
 
   private:
     NcclComm comm() const { return g_->comms[rank_]; }
+    // After the step's work: a one-shot kernel that gave up waiting for a peer's flag fails the group.
+    Status check_one_shot() {
+        if (!used_one_shot_) return Status::ok();
+        used_one_shot_ = false;
+        int late = 0;
+        VOLT_CUDA_CHECK(cudaMemcpy(&late, g_->errors[rank_], sizeof(int), cudaMemcpyDeviceToHost));
+        if (late == 0) return Status::ok();
+        Status why(StatusCode::kUnavailable, "collective watchdog: rank " + std::to_string(rank_) +
+                                                 "'s one-shot all-reduce of step " + std::to_string(step_) +
+                                                 " waited " + cpu::seconds_text(g_->options.timeout_s) +
+                                                 " s for a peer's flag");
+        g_->host.fail(why);
+        return why;
+    }
     Status nccl_call(int result, const char* what) {
         Status s = g_->nccl->check(result, what);
         if (!s.is_ok()) g_->host.fail(s);
@@ -194,12 +242,37 @@ class NcclCommunicator : public ops::Communicator {
     cudaEvent_t step_done_ = nullptr;
     float* scratch_ = nullptr;
     int64_t scratch_count_ = 0;
+    unsigned epoch_ = 0;          // one-shot calls so far (flags hold the last epoch seen)
+    bool used_one_shot_ = false;  // in this step
 };
+
+// Every rank's one-shot buffers on its GPU (after probe_peer_access passed).
+void enable_one_shot(NcclGroupState& s) {
+    int current = 0;
+    VOLT_CUDA_CHECK(cudaGetDevice(&current));
+    for (int gpu : s.gpus) {
+        VOLT_CUDA_CHECK(cudaSetDevice(gpu));
+        void *staging = nullptr, *flags = nullptr;
+        VOLT_CUDA_CHECK(cudaMalloc(&staging, static_cast<size_t>(2 * NcclGroup::kOneShotMaxBytes)));
+        VOLT_CUDA_CHECK(cudaMalloc(&flags, kMaxCommRanks * sizeof(unsigned) + sizeof(int)));
+        VOLT_CUDA_CHECK(cudaMemset(flags, 0, kMaxCommRanks * sizeof(unsigned) + sizeof(int)));
+        s.one_shot_buffers.push_back(staging);
+        s.one_shot_buffers.push_back(flags);
+        s.staging.push_back(static_cast<float*>(staging));
+        s.flags.push_back(static_cast<unsigned*>(flags));
+        s.errors.push_back(reinterpret_cast<int*>(static_cast<unsigned*>(flags) + kMaxCommRanks));
+        int sms = 0;
+        VOLT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, gpu));
+        s.sm_counts.push_back(sms);
+    }
+    VOLT_CUDA_CHECK(cudaSetDevice(current));
+    s.one_shot = true;
+}
 
 }  // namespace
 
 Result<NcclGroup> NcclGroup::create(std::shared_ptr<const NcclLibrary> nccl, const std::vector<int>& gpus,
-                                    ops::CommunicatorOptions options) {
+                                    ops::CommunicatorOptions options, bool one_shot) {
     for (size_t i = 0; i < gpus.size(); ++i)
         for (size_t j = 0; j < i; ++j)
             if (gpus[i] == gpus[j])
@@ -209,12 +282,33 @@ Result<NcclGroup> NcclGroup::create(std::shared_ptr<const NcclLibrary> nccl, con
     NcclGroup g;
     g.state_ = std::make_shared<NcclGroupState>(std::move(nccl), gpus, options);
     NcclGroupState& s = *g.state_;
+    // The probe runs before NCCL starts (public-bugs.md BUG-34: peer writes silently dropped hang NCCL's
+    // own P2P transport): a failed probe also turns NCCL's P2P off, unless the user set it already.
+    bool probed_ok = false;
+    if (one_shot && gpus.size() > 1 && static_cast<int>(gpus.size()) <= kMaxCommRanks) {
+        const Status probed = probe_peer_access(gpus);
+        probed_ok = probed.is_ok();
+        if (!probed_ok) {
+            spdlog::warn("custom all-reduce: off, NCCL alone, and NCCL_P2P_DISABLE=1 unless set ({})",
+                         probed.message());
+            setenv("NCCL_P2P_DISABLE", "1", /*overwrite=*/0);
+        }
+    }
     if (gpus.size() > 1)
         VOLT_RETURN_IF_ERROR(
             s.nccl->check(s.nccl->comm_init_all(s.comms.data(), static_cast<int>(gpus.size()), gpus.data()),
                           "ncclCommInitAll"));
+    if (probed_ok) {
+        enable_one_shot(s);
+        spdlog::info(
+            "custom all-reduce: on for {} GPUs (one-shot over peer memory up to {} KiB; the peer-access "
+            "probe passed for every pair)",
+            gpus.size(), kOneShotMaxBytes >> 10);
+    }
     return g;
 }
+
+bool NcclGroup::one_shot() const { return state_->one_shot; }
 
 std::unique_ptr<ops::Communicator> NcclGroup::communicator(int rank) const {
     VOLT_CHECK(rank >= 0 && rank < size()) << "rank " << rank << " of " << size();

@@ -6,7 +6,9 @@
 // and equal on every rank. Gather and pipeline send / recv are ncclSend / ncclRecv (grouped for the
 // gather). Every collective first meets the group's other ranks on the host (HostRendezvous: the order
 // check and the watchdog), so ranks never enqueue mismatched NCCL calls; finish_step waits for the
-// step's device work with the same timeout (ncclCommAbort and kUnavailable past it).
+// step's device work with the same timeout (ncclCommAbort and kUnavailable past it). With peer access
+// among the GPUs (probed), all-reduces up to kOneShotMaxBytes take the one-shot kernel instead
+// (kernels/comm.cu: flags in peer memory, the same rank-order sum), as vLLM's custom all-reduce does.
 // Compiled, not yet run: this machine has no GPU and the GPU machine has one (docs/parallel.md).
 #pragma once
 
@@ -25,8 +27,14 @@ class NcclGroup {
     // One NCCL rank per entry of `gpus` (distinct ordinals; rank r on gpus[r]). Errors: kInvalidArgument
     // for a repeated GPU (NCCL refuses two ranks on one GPU: --tp-same-device is the mode for that);
     // ncclCommInitAll's, as kInternal naming NCCL's reason.
+    // one_shot: also use the one-shot all-reduce over peer memory for messages up to kOneShotMaxBytes,
+    // if every GPU pair passes probe_peer_access (peer_access.h; else logged and NCCL alone). The caller
+    // passes false for --disable-custom-all-reduce or NCCL_P2P_DISABLE.
     static Result<NcclGroup> create(std::shared_ptr<const NcclLibrary> nccl, const std::vector<int>& gpus,
-                                    ops::CommunicatorOptions options = {});
+                                    ops::CommunicatorOptions options = {}, bool one_shot = false);
+    static constexpr int64_t kOneShotMaxBytes = int64_t{512} << 10;  // decode: 2880 x 4 bytes x 45 tokens
+    // Whether the one-shot path is on (the probe passed).
+    bool one_shot() const;
     // Rank r's handle; attach it to a CudaBackend on gpus[r] before its first collective.
     std::unique_ptr<ops::Communicator> communicator(int rank) const;
     int size() const;
