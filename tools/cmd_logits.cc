@@ -67,6 +67,8 @@ void register_logits(CLI::App& app) {
         "or a list such as 0,5,20-23 (one process, TP = PP = 1)");
     cmd->add_flag("--tp-same-device", device->tp_same_device,
                   "--device cuda with TP x PP > 1: every rank on GPU 0 (same-device communicator; tests)");
+    cmd->add_flag("--disable-custom-all-reduce", device->disable_custom_all_reduce,
+                  "--device cuda, one GPU per rank: NCCL alone, no one-shot all-reduce over peer memory");
     add_device_flags(cmd, device.get());
     cmd->callback([=] {
         if (device->tp_same_device && device->device != "cuda")

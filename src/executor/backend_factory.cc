@@ -1,5 +1,7 @@
 #include "executor/backend_factory.h"
 
+#include <cstdlib>
+
 #include "core/logging.h"
 #include "cpu/cpu_ops.h"
 #if defined(VOLT_HAVE_CUDA)
@@ -47,6 +49,8 @@ Result<std::unique_ptr<ops::Backend>> make_backend(const DeviceOptions& o) {
     }
     return invalid_argument("--device " + o.device + ": expected cpu or cuda");
 }
+
+bool p2p_disabled(const char* v) { return v != nullptr && *v != 0 && std::string(v) != "0"; }
 
 Result<std::vector<int>> rank_gpus(const model::ParallelConfig& p, int visible, bool same_device) {
     const int world = p.world_size();
@@ -111,14 +115,23 @@ Result<ParallelFactories> parallel_factories(const DeviceOptions& device, const 
     spdlog::info("parallel: {} (NCCL version code {}), ranks on GPUs 0..{}", nccl->soname, nccl->version,
                  p.world_size() - 1);
     f.communicator = "nccl";
-    f.make_comms = [nccl, gpus](const model::ParallelConfig& q,
-                                const ops::CommunicatorOptions& options) -> Result<CommSet> {
+    bool one_shot = true;
+    if (device.disable_custom_all_reduce) {
+        spdlog::info("custom all-reduce: off (--disable-custom-all-reduce): NCCL alone");
+        one_shot = false;
+    } else if (p2p_disabled(std::getenv("NCCL_P2P_DISABLE"))) {
+        spdlog::info("custom all-reduce: off (NCCL_P2P_DISABLE={}): NCCL alone",
+                     std::getenv("NCCL_P2P_DISABLE"));
+        one_shot = false;
+    }
+    f.make_comms = [nccl, gpus, one_shot](const model::ParallelConfig& q,
+                                          const ops::CommunicatorOptions& options) -> Result<CommSet> {
         const int tp = q.tensor_parallel_size, pp = q.pipeline_parallel_size;
         std::vector<cuda::NcclGroup> tp_groups, pp_groups;
         for (int s = 0; s < pp; ++s) {
             std::vector<int> members;
             for (int t = 0; t < tp; ++t) members.push_back(gpus[s * tp + t]);
-            VOLT_ASSIGN_OR_RETURN(auto g, cuda::NcclGroup::create(nccl, members, options));
+            VOLT_ASSIGN_OR_RETURN(auto g, cuda::NcclGroup::create(nccl, members, options, one_shot));
             tp_groups.push_back(std::move(g));
         }
         for (int t = 0; t < tp; ++t) {

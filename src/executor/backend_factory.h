@@ -22,6 +22,8 @@ struct DeviceOptions {
     int gpu = 0;                            // cuda: the GPU's ordinal (rank i of TP / PP: its own)
     // cuda, TP x PP > 1: every rank on GPU 0 with the same-device communicator (tests; --tp-same-device)
     bool tp_same_device = false;
+    // cuda, one GPU per rank: no one-shot all-reduce over peer memory, NCCL alone (vLLM's flag)
+    bool disable_custom_all_reduce = false;
 };
 
 // kInvalidArgument for an unknown device; kUnimplemented for cuda in a build without it; the CUDA
@@ -40,10 +42,16 @@ int visible_gpus();
 // same-device communicator's limit).
 Result<std::vector<int>> rank_gpus(const model::ParallelConfig& parallel, int visible, bool same_device);
 
+// Whether NCCL_P2P_DISABLE (the value of the environment variable, or null) turns peer-to-peer off:
+// set, non-empty and not "0".
+bool p2p_disabled(const char* nccl_p2p_disable);
+
 // What RankGroup::create needs for `parallel` (world size > 1) on `device`: a backend per rank and the
 // communicators. cpu: the CPU backend on every rank, thread communicators. cuda: rank_gpus's mapping;
 // same-device communicators when every rank is on one GPU (--tp-same-device), else NCCL (loaded at run
-// time, docs/parallel.md). Errors: rank_gpus's; kUnimplemented for cuda in a build without it.
+// time, docs/parallel.md) with the one-shot all-reduce over peer memory for the tensor-parallel groups
+// unless device.disable_custom_all_reduce or the environment's NCCL_P2P_DISABLE (set and not "0") says no.
+// Errors: rank_gpus's; kUnimplemented for cuda in a build without it.
 struct ParallelFactories {
     BackendFactory make_backend;
     CommFactory make_comms;

@@ -83,6 +83,9 @@ void add_engine_flags(CLI::App* app, EngineFlags* f) {
         "--tp-same-device", f->device.tp_same_device,
         "cuda, TP x PP > 1: every rank on GPU 0 with the same-device communicator (tests: the ranks "
         "share the GPU's memory and time; without it each rank needs a GPU of its own)");
+    app->add_flag(
+        "--disable-custom-all-reduce", f->device.disable_custom_all_reduce,
+        "cuda, one GPU per rank: NCCL alone, no one-shot all-reduce over peer memory (vLLM's flag)");
     app->add_option("--collective-timeout", f->collective_timeout_s,
                     "seconds a rank may wait in one collective before the engine fails (watchdog)")
         ->check(CLI::PositiveNumber)

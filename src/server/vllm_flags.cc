@@ -52,9 +52,9 @@ constexpr VllmFlag kFlags[] = {
     {"--device", "", A::kValue, S::kHonoured, O::kVllmRemoved, false,
      "cpu (the default) or cuda: where the model runs (builds with CUDA: the volta, volta-ptx, cuda13 "
      "presets)"},
-    {"--disable-custom-all-reduce", "", A::kSwitch, S::kAcceptedWithNotice, O::kVllm, false,
-     "ignored: no custom all-reduce is built yet (the CPU communicators have none; the GPU's one-shot "
-     "peer all-reduce will honour it)"},
+    {"--disable-custom-all-reduce", "", A::kSwitch, S::kHonoured, O::kVllm, false,
+     "GPUs, one per rank: NCCL alone, without the one-shot all-reduce over peer memory (so does "
+     "NCCL_P2P_DISABLE=1); nothing to turn off on the CPU or with --tp-same-device"},
     {"--disable-fastapi-docs", "", A::kSwitch, S::kAcceptedWithNotice, O::kVllm, false,
      "ignored: there are no /docs pages"},
     {"--disable-frontend-multiprocessing", "", A::kSwitch, S::kAcceptedWithNotice, O::kVllm, false,

@@ -351,6 +351,16 @@ TEST(ParallelDevices, TpSameDeviceFlag) {
         cpu.message(),
         "--tp-same-device puts the ranks of --device cuda on one GPU; --device cpu runs them on threads "
         "without it");
+    EngineFlags h;
+    ASSERT_TRUE(parse({"--device", "cuda", "--tensor-parallel-size", "4", "--disable-custom-all-reduce"}, &h)
+                    .is_ok());
+    EXPECT_TRUE(h.device.disable_custom_all_reduce);
+    EXPECT_FALSE(f.device.disable_custom_all_reduce);
+    // NCCL_P2P_DISABLE turns the one-shot all-reduce off when set to anything but "" or "0".
+    EXPECT_FALSE(p2p_disabled(nullptr));
+    EXPECT_FALSE(p2p_disabled(""));
+    EXPECT_FALSE(p2p_disabled("0"));
+    EXPECT_TRUE(p2p_disabled("1"));
     // The CPU's factories: threads, whatever the GPU count.
     auto threads = parallel_factories(DeviceOptions{}, {2, 2});
     ASSERT_TRUE(threads.is_ok());
