@@ -4,7 +4,9 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <nlohmann/json.hpp>
+#include <utility>
 
 #include "core/dtype.h"
 #include "core/logging.h"
@@ -230,17 +232,26 @@ Result<ops::Buffer> CudaBackend::alloc_host(int64_t bytes) {
 void CudaBackend::swap_blocks(const ops::SwapBlocksArgs& a) {
     auto* host = static_cast<uint8_t*>(a.host_pool);
     const int64_t host_block = a.num_layers * 2 * a.block_bytes;
-    const auto bytes = static_cast<size_t>(a.block_bytes);
+    const int64_t code_bytes = a.block_bytes - a.scale_block_bytes;
     for (int64_t i = 0; i < a.num_blocks; ++i) {
         for (int64_t l = 0; l < a.num_layers; ++l) {
             for (int kv = 0; kv < 2; ++kv) {
-                auto* pool = static_cast<uint8_t*>(kv == 0 ? a.layers[l].k : a.layers[l].v);
-                uint8_t* dev = pool + a.device_blocks[i] * a.block_bytes;
+                const ops::KvLayer& layer = a.layers[l];
                 uint8_t* h = host + a.host_blocks[i] * host_block + (l * 2 + kv) * a.block_bytes;
-                if (a.to_host) {
-                    VOLT_CUDA_CHECK(cudaMemcpyAsync(h, dev, bytes, cudaMemcpyDeviceToHost, stream_));
-                } else {
-                    VOLT_CUDA_CHECK(cudaMemcpyAsync(dev, h, bytes, cudaMemcpyHostToDevice, stream_));
+                // The codes (or f32 / f16 elements), then the scales (int8: ops.h SwapBlocksArgs).
+                const std::pair<void*, int64_t> parts[] = {
+                    {kv == 0 ? layer.k : layer.v, code_bytes},
+                    {kv == 0 ? layer.k_scales : layer.v_scales, a.scale_block_bytes}};
+                for (const auto& [pool, bytes] : parts) {
+                    if (bytes == 0) continue;
+                    uint8_t* dev = static_cast<uint8_t*>(pool) + a.device_blocks[i] * bytes;
+                    const auto n = static_cast<size_t>(bytes);
+                    if (a.to_host) {
+                        VOLT_CUDA_CHECK(cudaMemcpyAsync(h, dev, n, cudaMemcpyDeviceToHost, stream_));
+                    } else {
+                        VOLT_CUDA_CHECK(cudaMemcpyAsync(dev, h, n, cudaMemcpyHostToDevice, stream_));
+                    }
+                    h += bytes;
                 }
             }
         }
@@ -469,15 +480,42 @@ Result<ops::DenseWeight> CudaBackend::place_dense(const ops::DenseWeight& host, 
             owned->push_back(std::move(b));
             break;
         }
+        case ops::Format::kInt8:
+        case ops::Format::kInt4: {
+            // Integer weights (docs/quantization.md) of the attention projections and lm_head, repacked
+            // row-major for the GEMV (cuda/placement.h); the embedding and the router stay bf16.
+            if (role != ops::WeightRole::kAttention && role != ops::WeightRole::kLmHead)
+                return unimplemented(std::string("--device cuda: ") + ops::format_name(host.format) +
+                                     " weights for the embedding or the router (only the attention "
+                                     "projections and lm_head are quantized)");
+            IntWeightsHost r;
+            VOLT_RETURN_IF_ERROR(repack_int_weight(host, &r));
+            VOLT_ASSIGN_OR_RETURN(ops::Buffer codes,
+                                  upload_bytes(r.codes.data(), static_cast<int64_t>(r.codes.size())));
+            VOLT_ASSIGN_OR_RETURN(ops::Buffer meta,
+                                  upload_bytes(r.meta.data(), static_cast<int64_t>(r.meta.size())));
+            d.w = codes.data();
+            if (host.format == ops::Format::kInt8) {
+                d.scales = meta.as<uint16_t>();
+            } else {
+                d.zeros = meta.data();
+                d.scales = nullptr;
+            }
+            d.cuda_layout = true;
+            owned->push_back(std::move(codes));
+            owned->push_back(std::move(meta));
+            ++dense_int_;
+            break;
+        }
         default:
             return unimplemented(std::string("--device cuda: ") + ops::format_name(host.format) +
-                                 " dense weights are not supported yet (bf16, f16, f32)");
+                                 " dense weights are not supported (bf16, f16, f32, int8, int4)");
     }
     if (role == ops::WeightRole::kLmHead) {
         spdlog::info(
-            "cuda: weights placed: {:.1f} MiB; dense bf16 -> f16: {} tensors, kept bf16: {}; dense experts "
-            "quantized to MXFP4: {}",
-            placed_bytes_ / 1048576.0, dense_to_f16_, dense_kept_bf16_, experts_quantized_);
+            "cuda: weights placed: {:.1f} MiB; dense bf16 -> f16: {} tensors, kept bf16: {}; int8/int4: {}; "
+            "dense experts quantized to MXFP4: {}",
+            placed_bytes_ / 1048576.0, dense_to_f16_, dense_kept_bf16_, dense_int_, experts_quantized_);
     }
     return d;
 }
@@ -488,10 +526,63 @@ Result<ops::QkvWeights> CudaBackend::place_qkv(const ops::QkvWeights& host, std:
     const bool same_bias = (hq.b.data == nullptr && hk.b.data == nullptr && hv.b.data == nullptr) ||
                            (hq.b.data != nullptr && hk.b.data != nullptr && hv.b.data != nullptr &&
                             hq.b.format == hk.b.format && hq.b.format == hv.b.format);
-    const bool fusable =
-        !host.fused() && hq.format == hk.format && hq.format == hv.format && hq.in == hk.in &&
-        hq.in == hv.in && hq.in % 8 == 0 && same_bias &&
-        (hq.format == ops::Format::kBf16 || hq.format == ops::Format::kF16 || hq.format == ops::Format::kF32);
+    const bool int8 = hq.format == ops::Format::kInt8 && hq.in % 16 == 0;
+    // int4: whole 16-byte chunks per group (the GEMV's rule) and the same groups in all three.
+    const bool int4 = hq.format == ops::Format::kInt4 && hq.group_size > 0 && hq.group_size % 32 == 0 &&
+                      hq.in % hq.group_size == 0 && hk.group_size == hq.group_size &&
+                      hv.group_size == hq.group_size;
+    const bool fusable = !host.fused() && hq.format == hk.format && hq.format == hv.format &&
+                         hq.in == hk.in && hq.in == hv.in && hq.in % 8 == 0 && same_bias &&
+                         (hq.format == ops::Format::kBf16 || hq.format == ops::Format::kF16 ||
+                          hq.format == ops::Format::kF32 || int8 || int4);
+    if (dispatch_.uses(OpKind::kLinear, "linear_gemv_ld128_f32acc") && fusable && (int8 || int4)) {
+        // The same fusion for integer weights, in their host layouts: int8 rows (and their scales)
+        // concatenate; AWQ's [in, out / 8] words, [in / g, out / 8] zeros and [in / g, out] scales
+        // concatenate along out, row by row. place_dense then repacks the fused tensor.
+        const int64_t rows = hq.out + hk.out + hv.out, in = hq.in;
+        std::vector<uint8_t> w, z, sc, b;
+        auto cat_rows = [](std::vector<uint8_t>* dst, int64_t n_rows,
+                           std::initializer_list<std::pair<const void*, int64_t>> parts) {
+            for (int64_t r = 0; r < n_rows; ++r)
+                for (const auto& [p, bytes] : parts) {
+                    const auto* src = static_cast<const uint8_t*>(p) + r * bytes;
+                    dst->insert(dst->end(), src, src + bytes);
+                }
+        };
+        ops::DenseWeight f = hq;
+        f.out = rows;
+        if (int8) {
+            cat_rows(&w, 1, {{hq.w, hq.out * in}, {hk.w, hk.out * in}, {hv.w, hv.out * in}});
+            cat_rows(&sc, 1, {{hq.scales, hq.out * 2}, {hk.scales, hk.out * 2}, {hv.scales, hv.out * 2}});
+        } else {
+            if (hq.zeros == nullptr || hk.zeros == nullptr || hv.zeros == nullptr || hq.out % 8 != 0 ||
+                hk.out % 8 != 0 || hv.out % 8 != 0)
+                return invalid_argument("int4 q/k/v weights without zero points or with out % 8 != 0");
+            const int64_t groups = in / hq.group_size;
+            cat_rows(&w, in, {{hq.w, hq.out / 2}, {hk.w, hk.out / 2}, {hv.w, hv.out / 2}});
+            cat_rows(&z, groups, {{hq.zeros, hq.out / 2}, {hk.zeros, hk.out / 2}, {hv.zeros, hv.out / 2}});
+            cat_rows(&sc, groups,
+                     {{hq.scales, hq.out * 2}, {hk.scales, hk.out * 2}, {hv.scales, hv.out * 2}});
+            f.zeros = z.data();
+        }
+        f.w = w.data();
+        f.scales = reinterpret_cast<const uint16_t*>(sc.data());
+        f.b = {};
+        if (hq.b.data != nullptr) {
+            const int64_t vb = vec_bytes(hq.b.format);
+            cat_rows(&b, 1, {{hq.b.data, hq.b.n * vb}, {hk.b.data, hk.b.n * vb}, {hv.b.data, hv.b.n * vb}});
+            f.b = {hq.b.format, b.data(), rows};
+        }
+        ops::QkvWeights q;
+        VOLT_ASSIGN_OR_RETURN(q.q, place_dense(f, ops::WeightRole::kAttention, owned));
+        q.k = hk;
+        q.k.w = nullptr;  // fused(): q holds all three
+        q.k.b = {};
+        q.v = hv;
+        q.v.w = nullptr;
+        q.v.b = {};
+        return q;
+    }
     if (dispatch_.uses(OpKind::kLinear, "linear_gemv_ld128_f32acc") && fusable) {
         // Fused at load: one [q | k | v] weight read by one GEMV launch (qkv_rope_kvwrite below).
         const int64_t eb = format_bytes(hq.format), rows = hq.out + hk.out + hv.out;

@@ -1,7 +1,8 @@
 // CudaBackend: ops::Backend on one NVIDIA GPU (docs/cuda.md). Memory: cudaMalloc'd buffers, one stream;
 // upload, download and synchronize wait for the stream (correct first; the asynchronous executor with
 // pinned staging and graphs is a later issue). Placement: dense bf16 weights become f16 under
-// --dtype half when the range check allows (placement.h), vectors become f32, MXFP4 experts stay packed,
+// --dtype half when the range check allows (placement.h), int8 / AWQ int4 weights are repacked row-major
+// (placement.h repack_int_weight), vectors become f32, MXFP4 experts stay packed,
 // dense bf16 experts are quantized to MXFP4 under --dtype half (with a notice). Ops: the kernels of
 // src/cuda/kernels through the dispatch table (dispatch.h), chosen once at creation and logged; the
 // coarse ops are the defaults built from the fine ops (src/ops/backend.cc), which suit these kernels.
@@ -94,9 +95,14 @@ class CudaBackend final : public ops::Backend {
     void experts(const ops::ExpertsArgs& a) override;
     void add(const ops::AddArgs& a) override;
     void sample(const ops::SampleArgs& a) override;
-    // One cudaMemcpyAsync per block of each pool on the stream, no wait (the pool is pinned; stream order
-    // puts a swap-out after the writes before it and a swap-in before the reads after it).
+    // One cudaMemcpyAsync per block of each pool (and of each int8 scale pool) on the stream, no wait (the
+    // pool is pinned; stream order puts a swap-out after the writes before it and a swap-in before the
+    // reads after it). copy_blocks is the default (ops/backend.cc: one copy per block of every pool).
     void swap_blocks(const ops::SwapBlocksArgs& a) override;
+    // f32, f16 and int8 (per-head f32 scales: kv_write, both attention kernels, copy and swap).
+    bool supports_kv_format(ops::Format f) const override {
+        return f == ops::Format::kF32 || f == ops::Format::kF16 || f == ops::Format::kInt8;
+    }
     // Coarse ops with a fused launch when the fast kernels run (else the fine ops, src/ops/backend.cc).
     void o_proj_residual(const ops::OProjResidualArgs& a) override;
     // Fused q|k|v (placed fused when the fast kernels run): rmsnorm, one GEMV, rope, kv_write.
@@ -142,7 +148,8 @@ class CudaBackend final : public ops::Backend {
     bool capturing_ = false;        // inside capture(): scratch must not grow
     bool capture_spoiled_ = false;  // a scratch buffer was too small during the capture
     // Placement summary, logged when lm_head (the last dense weight of a model) is placed.
-    int64_t placed_bytes_ = 0, dense_to_f16_ = 0, dense_kept_bf16_ = 0, experts_quantized_ = 0;
+    int64_t placed_bytes_ = 0, dense_to_f16_ = 0, dense_kept_bf16_ = 0, dense_int_ = 0,
+            experts_quantized_ = 0;
     std::unordered_map<void*, void*> host_mapped_;  // device address -> cudaHostAlloc'd host address
     std::unordered_set<void*> host_pinned_;         // alloc_host's buffers (cudaFreeHost on release)
 };

@@ -38,8 +38,44 @@ __device__ __forceinline__ float operand(float x) {
     return x;
 }
 
-// Dense weight formats as template tags (the launchers switch on ops::Format once).
-enum class WFmt : int { kF32 = 0, kF16 = 1, kBf16 = 2 };
+// Weight formats as template tags (the launchers switch on ops::Format once). kInt8 / kInt4: integer
+// weights in the CUDA layout (cuda/placement.h repack_int_weight); load_w does not take them (they need
+// the row's scale), int_w does.
+enum class WFmt : int { kF32 = 0, kF16 = 1, kBf16 = 2, kInt8 = 3, kInt4 = 4 };
+
+// Element (o, i) of an integer weight [out, in] in the CUDA layout, exactly: q * s (kInt8: w int8 [out,
+// in], meta f16 [out]) or (q - z) * s (kInt4: w u32 [out, in / 8] with input 8c + j in bits 8j.. (j < 4)
+// and 8c + 4 + j in bits 8j + 4.., meta u32 [out, in / group] = f16 s | z << 16). Both products are exact
+// in f32 (8-bit or 5-bit integers times an 11-bit significand).
+template <WFmt F>
+__device__ __forceinline__ float int_w(const void* w, const void* meta, int64_t group, int64_t o, int64_t in,
+                                       int64_t i) {
+    if constexpr (F == WFmt::kInt8) {
+        const float s = f16_to_f32(static_cast<const uint16_t*>(meta)[o]);
+        return __fmul_rn(static_cast<float>(static_cast<const int8_t*>(w)[o * in + i]), s);
+    } else {
+        // 32-bit index arithmetic within a row (in < 2^31): a 64-bit division would call a subroutine.
+        const auto ii = static_cast<uint32_t>(i), g = static_cast<uint32_t>(group);
+        const uint32_t word = static_cast<const uint32_t*>(w)[o * (in / 8) + (ii >> 3)];
+        const int j = static_cast<int>(ii & 7u);
+        const uint32_t q = (word >> (j < 4 ? 8 * j : 8 * (j - 4) + 4)) & 0xfu;
+        const uint32_t m = static_cast<const uint32_t*>(meta)[o * (in / group) + ii / g];
+        const float z = static_cast<float>((m >> 16) & 0xfu);
+        return __fmul_rn(static_cast<float>(q) - z, f16_to_f32(static_cast<uint16_t>(m & 0xffffu)));
+    }
+}
+
+// Byte j of a word of four int8 codes as an exact f32, given flipped = word ^ 0x80808080 (each byte b +
+// 128 as unsigned): the float with bits 0x4B0000xx is 2^23 + xx, so subtracting 2^23 + 128 leaves b.
+// One PRMT and one FADD instead of a conversion (I2F issues at a quarter of the FMA rate).
+__device__ __forceinline__ float i8_at(uint32_t flipped, int j) {
+    return __uint_as_float(__byte_perm(flipped, 0x4B000000u, 0x7440u + static_cast<unsigned>(j))) -
+           8388736.0f;
+}
+// Byte j of `nibbles` (each byte one 4-bit code q, 0..15) minus zf = 2^23 + z as an exact f32: q - z.
+__device__ __forceinline__ float u4_at(uint32_t nibbles, int j, float zf) {
+    return __uint_as_float(__byte_perm(nibbles, 0x4B000000u, 0x7440u + static_cast<unsigned>(j))) - zf;
+}
 
 template <WFmt F>
 __device__ __forceinline__ float load_w(const void* p, int64_t i) {

@@ -8,6 +8,7 @@
 #include "core/check.h"
 #include "core/dtype.h"
 #include "core/thread_pool.h"
+#include "quant/int_weights.h"
 #include "quant/mxfp4.h"
 
 namespace volt::cuda {
@@ -101,6 +102,56 @@ Status quantize_experts_mxfp4(const ops::ExpertWeights& d, std::vector<uint8_t>*
             widened.data(), rows, cols, quant::kDefaultScaleRule, cpu_thread_pool(),
             blocks->data() + e * rows * nb * quant::kMxfp4BlockBytes, scales->data() + e * rows * nb));
     }
+    return Status::ok();
+}
+
+Status repack_int_weight(const ops::DenseWeight& d, IntWeightsHost* out) {
+    const std::string shape = "[" + std::to_string(d.out) + ", " + std::to_string(d.in) + "]";
+    if (d.format != ops::Format::kInt8 && d.format != ops::Format::kInt4)
+        return invalid_argument(std::string("repack integer weights: got ") + ops::format_name(d.format));
+    if (d.w == nullptr || d.scales == nullptr || d.out <= 0 || d.in <= 0)
+        return invalid_argument(std::string(ops::format_name(d.format)) + " weights " + shape +
+                                " without codes or scales");
+    if (d.format == ops::Format::kInt8) {
+        const auto* q = static_cast<const uint8_t*>(d.w);
+        const auto* s = reinterpret_cast<const uint8_t*>(d.scales);
+        out->codes.assign(q, q + d.out * d.in);
+        out->meta.assign(s, s + d.out * 2);
+        return Status::ok();
+    }
+    const int64_t g = d.group_size;
+    if (d.zeros == nullptr || d.out % quant::kAwqPack != 0 || g <= 0 || d.in % g != 0 || g % 8 != 0)
+        return invalid_argument("int4 weights " + shape + " with group size " + std::to_string(g) +
+                                ": the CUDA backend needs zero points, out % 8 == 0, in % group_size == 0 "
+                                "and group_size % 8 == 0");
+    const int64_t words = d.out / quant::kAwqPack, groups = d.in / g, row_words = d.in / 8;
+    const auto* qw = static_cast<const uint32_t*>(d.w);
+    const auto* qz = static_cast<const uint32_t*>(d.zeros);
+    out->codes.assign(d.out * row_words * 4, 0);
+    out->meta.assign(d.out * groups * 4, 0);
+    auto* codes = reinterpret_cast<uint32_t*>(out->codes.data());
+    auto* meta = reinterpret_cast<uint32_t*>(out->meta.data());
+    cpu_thread_pool().parallel_for(words, 1, [&](int64_t cb, int64_t ce) {
+        for (int64_t c = cb; c < ce; ++c) {
+            for (int64_t gi = 0; gi < groups; ++gi) {
+                const uint32_t zw = qz[gi * words + c];
+                for (int j = 0; j < quant::kAwqPack; ++j) {
+                    const int64_t o = c * quant::kAwqPack + j;
+                    meta[o * groups + gi] = uint32_t(d.scales[gi * d.out + o]) | quant::awq_nibble(zw, j)
+                                                                                     << 16;
+                }
+            }
+            for (int64_t i = 0; i < d.in; ++i) {
+                const uint32_t w = qw[i * words + c];
+                const int n = static_cast<int>(i % 8);  // input i % 8 of its word: nibble 2n or 2(n-4)+1
+                const int shift = n < 4 ? 8 * n : 8 * (n - 4) + 4;
+                for (int j = 0; j < quant::kAwqPack; ++j) {
+                    const int64_t o = c * quant::kAwqPack + j;
+                    codes[o * row_words + i / 8] |= quant::awq_nibble(w, j) << shift;
+                }
+            }
+        }
+    });
     return Status::ok();
 }
 

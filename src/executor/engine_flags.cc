@@ -103,7 +103,7 @@ void add_engine_flags(CLI::App* app, EngineFlags* f) {
         ->capture_default_str();
     app->add_option("--kv-cache-dtype", f->kv_cache_dtype,
                     "auto (f32 on the CPU, f16 on a GPU) or int8 (per-head scales: half the bytes of f16; "
-                    "CPU only for now; docs/quantization.md); vLLM's fp8 spellings are refused")
+                    "CPU and CUDA; docs/quantization.md); vLLM's fp8 spellings are refused")
         ->capture_default_str();
     app->add_option("--quantization", f->quantization,
                     "awq, int8 or mxfp4: must match the checkpoint's quantization_config (which decides)");
@@ -133,13 +133,8 @@ Status check_quantization_flag(const std::string& flag, const model::GptOssConfi
 
 Result<ops::Format> kv_cache_format(const std::string& dtype, const std::string& device) {
     if (dtype == "auto") return device == "cpu" ? ops::Format::kF32 : ops::Format::kF16;
-    if (dtype == "int8") {
-        if (device != "cpu")
-            return unimplemented(
-                "--kv-cache-dtype int8 runs on --device cpu only for now: the " + device +
-                " kernels for an int8 KV cache are not built yet (use --kv-cache-dtype auto)");
-        return ops::Format::kInt8;
-    }
+    // int8 runs on the CPU and CUDA backends; a backend without it refuses at KvStore::create.
+    if (dtype == "int8") return ops::Format::kInt8;
     if (dtype == "fp8" || dtype == "fp8_e4m3" || dtype == "fp8_e5m2")
         return unimplemented(
             "--kv-cache-dtype " + dtype +

@@ -51,9 +51,8 @@ struct EngineFlags {
 
 // The KV-cache format --kv-cache-dtype names for --device `device`: auto is the executor's own (f32 on
 // the CPU, the reference; f16 on a GPU), int8 the per-head int8 cache (docs/quantization.md "KV cache";
-// CPU only for now). Errors: kUnimplemented for vLLM's fp8, fp8_e4m3, fp8_e5m2 (not implemented: use
-// int8) and for int8 on --device cuda (its kernels are not built yet); kInvalidArgument for any other
-// value, listing the accepted ones.
+// the CPU and CUDA backends). Errors: kUnimplemented for vLLM's fp8, fp8_e4m3, fp8_e5m2 (not implemented:
+// use int8); kInvalidArgument for any other value, listing the accepted ones.
 Result<ops::Format> kv_cache_format(const std::string& dtype, const std::string& device);
 
 // --quantization against the checkpoint's config: "" or the checkpoint's own method (awq, int8, mxfp4)

@@ -27,8 +27,8 @@ Result<KvStore> KvStore::create(ops::Backend& backend, const GptOssConfig& c, in
                                 int64_t layer_begin, int64_t layer_end) {
     if (!backend.supports_kv_format(format))
         return unimplemented(std::string("the ") + backend.name() + " backend has no " +
-                             ops::format_name(format) + " KV cache: --kv-cache-dtype " +
-                             ops::format_name(format) + " runs on --device cpu only for now");
+                             ops::format_name(format) + " KV cache (--kv-cache-dtype " +
+                             ops::format_name(format) + " runs on --device cpu and cuda)");
     KvStore s;
     s.block_size_ = block_size;
     s.format_ = format;

@@ -38,6 +38,10 @@ struct DenseWeight {
     int64_t group_size = 0;            // kInt4
     VectorWeight b;                    // [out], or absent (lm_head)
     int64_t out = 0, in = 0;
+    // kInt8 / kInt4 placed by the CUDA backend: row-major by output unit (cuda/placement.h
+    // repack_int_weight): w = the codes, and for kInt4 zeros = one scale|zero u32 word per (row, group),
+    // scales = nullptr. false: the layouts above (host memory, the CPU backend).
+    bool cuda_layout = false;
 };
 
 // One projection of all experts. Row r of expert e is output unit r; gate_up rows interleave (even row

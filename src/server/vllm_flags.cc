@@ -104,7 +104,7 @@ constexpr VllmFlag kFlags[] = {
     {"--host", "", A::kValue, S::kHonoured, O::kVllm, false,
      "listen address, default 127.0.0.1 (vLLM listens everywhere; use --host 0.0.0.0 for that)"},
     {"--kv-cache-dtype", "", A::kValue, S::kHonoured, O::kVllm, false,
-     "auto (f32 on the CPU, f16 on a GPU) or int8 (per-head scales, CPU only for now; docs/quantization.md); "
+     "auto (f32 on the CPU, f16 on a GPU) or int8 (per-head scales, CPU and CUDA; docs/quantization.md); "
      "fp8, fp8_e4m3, fp8_e5m2 are refused (not implemented)"},
     {"--kv-cache-memory-bytes", "", A::kValue, S::kHonoured, O::kVllm, false,
      "KV-cache size in bytes (32G, 4g ...), overriding --gpu-memory-utilization's sizing"},

@@ -457,7 +457,8 @@ struct QkvShape {
     double x_rms;
     bool keep;
     Format wf;
-    int64_t P = 0;  // prompt rows (ops.h: a GPU computes them on tensor cores)
+    int64_t P = 0;      // prompt rows (ops.h: a GPU computes them on tensor cores)
+    int64_t group = 0;  // wf kInt4: the AWQ group size (docs/quantization.md)
 };
 
 void qkv_case(Case& c, const QkvShape& s, Format f) {
@@ -470,9 +471,18 @@ void qkv_case(Case& c, const QkvShape& s, Format f) {
     const std::vector<float> x = rng.normal_f32(T * H, s.x_rms);
     const HostTensor norm = random_dense(rng, Format::kBf16, H, 0.3, 1.0);
     const double sigma = 1.0 / std::sqrt(static_cast<double>(H));
-    const HostTensor wq = random_dense(rng, s.wf, qd * H, sigma),
-                     wk = random_dense(rng, s.wf, kvd * H, sigma),
-                     wv = random_dense(rng, s.wf, kvd * H, sigma);
+    // Integer weights (int8, AWQ int4): random codes in the host layouts (harness.h random_int_weight).
+    const bool int_w = s.wf == Format::kInt8 || s.wf == Format::kInt4;
+    const Format dense_f = int_w ? Format::kBf16 : s.wf;
+    const HostTensor wq = random_dense(rng, dense_f, int_w ? 1 : qd * H, sigma),
+                     wk = random_dense(rng, dense_f, int_w ? 1 : kvd * H, sigma),
+                     wv = random_dense(rng, dense_f, int_w ? 1 : kvd * H, sigma);
+    IntWeight iq, ik, iv;
+    if (int_w) {
+        iq = random_int_weight(rng, s.wf, qd, H, s.group);
+        ik = random_int_weight(rng, s.wf, kvd, H, s.group);
+        iv = random_int_weight(rng, s.wf, kvd, H, s.group);
+    }
     const HostTensor bq = random_dense(rng, Format::kBf16, qd, 0.5),
                      bk = random_dense(rng, Format::kBf16, kvd, 0.5),
                      bv = random_dense(rng, Format::kBf16, kvd, 0.5);
@@ -480,9 +490,17 @@ void qkv_case(Case& c, const QkvShape& s, Format f) {
     const RopeTable rt = rope_table(s.d);
     const int64_t nb = (T + s.bs - 1) / s.bs + 2;
     const std::vector<int64_t> slots = random_slots(rng, T, nb * s.bs);
-    const ops::QkvWeights host{dense_view(s.wf, wq.data(), qd, H, {Format::kBf16, bq.data(), qd}),
-                               dense_view(s.wf, wk.data(), kvd, H, {Format::kBf16, bk.data(), kvd}),
-                               dense_view(s.wf, wv.data(), kvd, H, {Format::kBf16, bv.data(), kvd})};
+    ops::QkvWeights host{dense_view(s.wf, wq.data(), qd, H, {Format::kBf16, bq.data(), qd}),
+                         dense_view(s.wf, wk.data(), kvd, H, {Format::kBf16, bk.data(), kvd}),
+                         dense_view(s.wf, wv.data(), kvd, H, {Format::kBf16, bv.data(), kvd})};
+    if (int_w) {
+        host.q = iq.view;
+        host.k = ik.view;
+        host.v = iv.view;
+        host.q.b = {Format::kBf16, bq.data(), qd};
+        host.k.b = {Format::kBf16, bk.data(), kvd};
+        host.v.b = {Format::kBf16, bv.data(), kvd};
+    }
     const ops::VectorWeight norm_host{Format::kBf16, norm.data(), H};
     ops::QkvWeights pw;
     ops::VectorWeight pn;
@@ -537,8 +555,10 @@ void qkv_case(Case& c, const QkvShape& s, Format f) {
                     c.download(static_cast<uint8_t*>(vp), pool_bytes), slots, k, v,
                     f == Format::kF16 ? c.tol("qkv_rope_kvwrite.kv_f16") : tol);
     }
+    const int64_t weight_bytes = int_w ? int_weight_bytes(iq) + int_weight_bytes(ik) + int_weight_bytes(iv)
+                                       : (qd + 2 * kvd) * H * format_bytes(s.wf);
     c.bench([&] { c.backend().qkv_rope_kvwrite(args); },
-            (qd + 2 * kvd) * H * format_bytes(s.wf) + T * (H + qd) * 4 + T * 2 * kvd * format_bytes(f));
+            weight_bytes + T * (H + qd) * 4 + T * 2 * kvd * format_bytes(f));
 }
 
 }  // namespace
@@ -640,7 +660,15 @@ void add_attention_cases(const Options& opt, std::vector<CaseDef>* out) {
               std::pair{QkvShape{70, 2880, 64, 8, 64, 16, 1e5, false, Format::kBf16, 70}, E},
               std::pair{QkvShape{150, 96, 4, 2, 32, 24, 1.0, true, Format::kF16, 131}, E},
               std::pair{QkvShape{64, 64, 2, 1, 16, 16, 8.0, false, Format::kBf16, 1}, E},
-              std::pair{QkvShape{512, 2880, 64, 8, 64, 16, 1.0, false, Format::kBf16, 512}, M}}) {
+              std::pair{QkvShape{512, 2880, 64, 8, 64, 16, 1.0, false, Format::kBf16, 512}, M},
+              // Integer weights (issue 21): the fused q|k|v GEMV (int8; int4 groups of 32/64), a group of
+              // 16 (not the GEMV's: the basic kernel), prompt rows, the model's shapes.
+              std::pair{QkvShape{3, 256, 4, 2, 32, 16, 1.0, true, Format::kInt8}, E},
+              std::pair{QkvShape{5, 256, 4, 2, 32, 16, 8.0, true, Format::kInt4, 0, 32}, E},
+              std::pair{QkvShape{2, 64, 2, 1, 16, 16, 1.0, true, Format::kInt4, 0, 16}, E},
+              std::pair{QkvShape{37, 128, 4, 2, 32, 24, 1e5, false, Format::kInt4, 20, 64}, E},
+              std::pair{QkvShape{1, 2880, 64, 8, 64, 16, 1e5, false, Format::kInt8}, M},
+              std::pair{QkvShape{4, 2880, 64, 8, 64, 16, 30.0, true, Format::kInt4, 0, 64}, M}}) {
             add_case(out, "qkv_rope_kvwrite",
                      shape_str({{"T", n(q.T)},
                                 {"H", n(q.H)},
@@ -652,7 +680,7 @@ void add_attention_cases(const Options& opt, std::vector<CaseDef>* out) {
                                 {"keep", q.keep ? "1" : "0"},
                                 {"w", format_str(q.wf)},
                                 {"kv", kvs}}) +
-                         (q.P > 0 ? ",P=" + n(q.P) : ""),
+                         (q.P > 0 ? ",P=" + n(q.P) : "") + (q.group > 0 ? ",group=" + n(q.group) : ""),
                      set, [q = q, f](Case& c) { qkv_case(c, q, f); });
         }
     }

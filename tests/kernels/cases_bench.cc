@@ -135,13 +135,25 @@ void experts_bench_case(Case& c, int64_t T, int64_t E, const char* model) {
 
 // ---- dense GEMV: copies of one weight ------------------------------------------------------------------
 
-void linear_bench_case(Case& c, int64_t T, int64_t in, int64_t out, const char* what) {
+// f: kBf16, or the integer formats (issue 21: kInt8, kInt4 with `group`), whose bytes per call are the
+// format's (AWQ: codes, zero words and f16 scales; the CUDA layout's scale|zero word per (row, group) is 4
+// bytes where AWQ's are 2.5, +1.5 / 32 bytes per group of 64 codes).
+void linear_bench_case(Case& c, int64_t T, int64_t in, int64_t out, const char* what,
+                       Format f = Format::kBf16, int64_t group = 0) {
     Rng& rng = c.rng();
-    const HostTensor w = random_dense(rng, Format::kBf16, out * in, 1.0 / std::sqrt(static_cast<double>(in)));
+    const bool int_w = f == Format::kInt8 || f == Format::kInt4;
+    const HostTensor w =
+        random_dense(rng, Format::kBf16, int_w ? 1 : out * in, 1.0 / std::sqrt(static_cast<double>(in)));
     const HostTensor b = random_dense(rng, Format::kBf16, out, 0.5);
-    const ops::DenseWeight host =
-        dense_view(Format::kBf16, w.data(), out, in, {Format::kBf16, b.data(), out});
-    const int copies = copies_for(out * in * 2);
+    IntWeight iw;
+    if (int_w) iw = random_int_weight(rng, f, out, in, group);
+    ops::DenseWeight host = dense_view(Format::kBf16, w.data(), out, in, {Format::kBf16, b.data(), out});
+    if (int_w) {
+        host = iw.view;
+        host.b = {Format::kBf16, b.data(), out};
+    }
+    const int64_t weight_bytes = int_w ? int_weight_bytes(iw) : out * in * 2;
+    const int copies = copies_for(weight_bytes);
     std::vector<ops::DenseWeight> placed(copies);
     for (int i = 0; i < copies; ++i)
         if (!c.place(host, ops::WeightRole::kAttention, &placed[i])) return;
@@ -151,25 +163,29 @@ void linear_bench_case(Case& c, int64_t T, int64_t in, int64_t out, const char* 
     c.reserve(T, 1, T);
     c.backend().linear({d_x, placed[0], y, T});
     c.compare("y", c.download(y, T * out), ref::linear(to_double(x), T, ref::matrix_of(host), host.b),
-              c.tol("linear"));
+              c.tol(int_w ? "linear." + format_str(f) : std::string("linear")));
     c.bench_info("weight", what);
     c.bench_info("placed_format", format_str(placed[0].format));
     c.bench_rotating(
         [&](int i) {
             c.backend().linear({d_x, placed[i], y, T});
         },
-        copies, out * in * format_bytes(placed[0].format) + T * (in + out) * 4);
+        copies, (int_w ? weight_bytes : out * in * format_bytes(placed[0].format)) + T * (in + out) * 4);
 }
 
-void lm_head_bench_case(Case& c, int64_t R) {
+void lm_head_bench_case(Case& c, int64_t R, Format f = Format::kBf16, int64_t group = 0) {
     Rng& rng = c.rng();
     const int64_t H = 2880, V = 201088, T = R;
+    const bool int_w = f == Format::kInt8 || f == Format::kInt4;
     const std::vector<float> x = rng.normal_f32(T * H, 100.0);
     const HostTensor norm = random_dense(rng, Format::kBf16, H, 0.3, 1.0);
-    const HostTensor w = random_dense(rng, Format::kBf16, V * H, 1.0 / std::sqrt(static_cast<double>(H)));
+    const HostTensor w =
+        random_dense(rng, Format::kBf16, int_w ? 1 : V * H, 1.0 / std::sqrt(static_cast<double>(H)));
+    IntWeight iw;
+    if (int_w) iw = random_int_weight(rng, f, V, H, group);
     std::vector<int32_t> rows(R);
     for (int64_t r = 0; r < R; ++r) rows[r] = static_cast<int32_t>(r);
-    const ops::DenseWeight host = dense_view(Format::kBf16, w.data(), V, H);
+    const ops::DenseWeight host = int_w ? iw.view : dense_view(Format::kBf16, w.data(), V, H);
     const ops::VectorWeight norm_host{Format::kBf16, norm.data(), H};
     ops::DenseWeight pw;
     ops::VectorWeight pn;
@@ -184,13 +200,13 @@ void lm_head_bench_case(Case& c, int64_t R) {
     if (R == 1) {
         const auto h = ref::rmsnorm(to_double(x), R, H, norm_host, 1e-5f);
         c.compare("logits", c.download(d_logits, R * V), ref::linear(h, R, ref::matrix_of(host), host.b),
-                  c.tol("final_logits"));
+                  c.tol(int_w ? "final_logits." + format_str(f) : std::string("final_logits")));
     } else {
         c.note("not compared here (64 x 579M double products); final_logits' other cases check it");
     }
     c.bench_info("placed_format", format_str(pw.format));
     c.bench_rotating([&](int) { c.backend().final_logits(args); }, 1,
-                     V * H * format_bytes(pw.format) + R * (H + V) * 4);
+                     (int_w ? int_weight_bytes(iw) : V * H * format_bytes(pw.format)) + R * (H + V) * 4);
 }
 
 }  // namespace
@@ -222,6 +238,37 @@ void add_bench_cases(const Options& opt, std::vector<CaseDef>* out) {
         add_case(out, "final_logits",
                  shape_str({{"what", "lm_head"}, {"rows", n(R)}, {"H", "2880"}, {"V", "201088"}}), B,
                  [R](Case& c) { lm_head_bench_case(c, R); });
+    }
+    // Integer weights (issue 21): INT8 and AWQ int4 in groups of 64 (gpt-oss's hidden 2880 is not a
+    // multiple of 128: docs/quantization.md) at the same shapes.
+    struct IntW {
+        Format f;
+        int64_t group;
+    };
+    for (const IntW& iw : {IntW{Format::kInt8, 0}, IntW{Format::kInt4, 64}}) {
+        for (const Lin& l : {Lin{"qkv", 2880, 5120}, Lin{"o_proj", 4096, 2880}}) {
+            for (int64_t T : {1, 8, 64}) {
+                add_case(
+                    out, "linear",
+                    shape_str({{"what", l.what},
+                               {"T", n(T)},
+                               {"in", n(l.in)},
+                               {"out", n(l.out)},
+                               {"w", format_str(iw.f)},
+                               {"group", n(iw.group)}}),
+                    B, [l, T, iw](Case& c) { linear_bench_case(c, T, l.in, l.out, l.what, iw.f, iw.group); });
+            }
+        }
+        for (int64_t R : {1, 64}) {
+            add_case(out, "final_logits",
+                     shape_str({{"what", "lm_head"},
+                                {"rows", n(R)},
+                                {"H", "2880"},
+                                {"V", "201088"},
+                                {"w", format_str(iw.f)},
+                                {"group", n(iw.group)}}),
+                     B, [R, iw](Case& c) { lm_head_bench_case(c, R, iw.f, iw.group); });
+        }
     }
 }
 

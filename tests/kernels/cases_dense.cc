@@ -107,15 +107,7 @@ void linear_case(Case& c, int64_t T, int64_t in, int64_t out, Format f, bool bia
 
 // ---- integer weights (docs/quantization.md): linear and final_logits over INT8 and AWQ gemm ----------
 
-// Random integer weights of [out, in] whose dequantized values have about N(0, 1/in) scale: INT8 codes
-// uniform in [-127, 127] with per-row f16 scales; AWQ words, zero words uniform over all 32 bits (every
-// nibble value at every position) and f16 scales per (group, column).
-struct IntWeight {
-    std::vector<int8_t> q8;
-    std::vector<uint32_t> qweight, qzeros;
-    std::vector<uint16_t> scales;
-    ops::DenseWeight view;
-};
+}  // namespace
 
 IntWeight random_int_weight(Rng& rng, Format f, int64_t out, int64_t in, int64_t group) {
     IntWeight w;
@@ -148,6 +140,8 @@ int64_t int_weight_bytes(const IntWeight& w) {
     return static_cast<int64_t>(w.q8.size() + 4 * (w.qweight.size() + w.qzeros.size()) + 2 * w.scales.size());
 }
 
+namespace {
+
 void int_linear_case(Case& c, int64_t T, int64_t in, int64_t out, Format f, int64_t group, bool bias,
                      int64_t num_rows) {
     Rng& rng = c.rng();
@@ -172,6 +166,34 @@ void int_linear_case(Case& c, int64_t T, int64_t in, int64_t out, Format f, int6
         for (int64_t i = 0; i < in; ++i) xin[r * in + i] = x[(rows.empty() ? r : rows[r]) * in + i];
     c.compare("y", got, ref::linear(xin, R, ref::matrix_of(w.view), w.view.b), c.tol("linear." + fmt(f)));
     c.bench(run, int_weight_bytes(w) + R * (in + out) * 4 + (bias ? out * 2 : 0));
+}
+
+// o_proj_residual over integer weights: x += Wo attn + bo (the fused GEMV + residual on a GPU).
+void int_o_proj_case(Case& c, int64_t T, int64_t in, int64_t H, Format f, int64_t group, double x_rms,
+                     bool keep, int64_t P) {
+    Rng& rng = c.rng();
+    const std::vector<float> attn = rng.normal_f32(T * in, 1.0), x0 = rng.normal_f32(T * H, x_rms);
+    IntWeight w = random_int_weight(rng, f, H, in, group);
+    const HostTensor b = random_dense(rng, Format::kBf16, H, 0.5);
+    w.view.b = {Format::kBf16, b.data(), H};
+    ops::DenseWeight pw;
+    if (!c.place(w.view, ops::WeightRole::kAttention, &pw)) return;
+    const float* d_attn = c.upload(attn);
+    float* d_x = c.upload(x0);
+    float* d_out = c.poisoned<float>(T * H);
+    c.reserve(T, 1, T);
+    c.backend().o_proj_residual({d_attn, pw, d_x, d_out, T, keep, P});
+    const auto got_x = c.download(d_x, T * H);
+    const auto branch = ref::linear(to_double(attn), T, ref::matrix_of(w.view), w.view.b);
+    std::vector<double> want(T * H);
+    for (int64_t i = 0; i < T * H; ++i) want[i] = x0[i] + branch[i];
+    c.compare_residual("x", got_x, want, branch, c.tol("o_proj_residual"));
+    if (keep) c.compare("out", c.download(d_out, T * H), branch, c.tol("o_proj_residual"));
+    c.bench(
+        [&] {
+            c.backend().o_proj_residual({d_attn, pw, d_x, d_out, T, keep, P});
+        },
+        int_weight_bytes(w) + T * (in + 2 * H) * 4);
 }
 
 void int_final_logits_case(Case& c, int64_t T, int64_t R, int64_t H, int64_t V, Format f, int64_t group) {
@@ -409,6 +431,37 @@ void add_dense_cases(const Options& opt, std::vector<CaseDef>* out) {
                             {"w", fmt(f.f)},
                             {"group", n(f.group)}}),
                  f.set, [f](Case& c) { int_final_logits_case(c, f.T, f.R, f.H, f.V, f.f, f.group); });
+    }
+
+    // o_proj_residual over integer weights (issue 21): one word column, the GEMV's groups (32, 128) and a
+    // group of 8 (the basic kernel), prompt rows, the model's shape (o_proj 2880 x 4096).
+    struct IntOProj {
+        int64_t T, in, H;
+        Format f;
+        int64_t group;
+        double x_rms;
+        bool keep;
+        int64_t P;
+        ShapeSet set;
+    };
+    for (const IntOProj& o : {IntOProj{1, 128, 8, Format::kInt4, 32, 1.0, true, 0, E},
+                              IntOProj{5, 128, 96, Format::kInt8, 0, 1e5, true, 0, E},
+                              IntOProj{9, 256, 64, Format::kInt4, 128, 3e4, false, 4, E},
+                              IntOProj{3, 64, 16, Format::kInt4, 8, 1.0, true, 0, E},
+                              IntOProj{1, 4096, 2880, Format::kInt4, 128, 1e5, true, 0, M},
+                              IntOProj{1, 4096, 2880, Format::kInt8, 0, 1e5, false, 0, M},
+                              IntOProj{4, 4096, 2880, Format::kInt4, 64, 1.0, true, 4, M}}) {
+        add_case(out, "o_proj_residual",
+                 shape_str({{"T", n(o.T)},
+                            {"in", n(o.in)},
+                            {"H", n(o.H)},
+                            {"w", fmt(o.f)},
+                            {"group", n(o.group)},
+                            {"x_rms", num(o.x_rms)},
+                            {"keep", o.keep ? "1" : "0"}}) +
+                     (o.P > 0 ? ",P=" + n(o.P) : ""),
+                 o.set,
+                 [o](Case& c) { int_o_proj_case(c, o.T, o.in, o.H, o.f, o.group, o.x_rms, o.keep, o.P); });
     }
 
     // add: y is the residual (1e5 where an fp16 residual would overflow).

@@ -65,6 +65,19 @@ int64_t format_bytes(ops::Format f);  // bytes per element of a dense format (f3
 ops::DenseWeight dense_view(ops::Format f, const void* w, int64_t out, int64_t in,
                             ops::VectorWeight bias = {});
 
+// Random integer weights [out, in] (docs/quantization.md) whose dequantized values have about N(0, 1/in)
+// scale, in the host layouts: INT8 codes uniform in [-127, 127] with per-row f16 scales (kInt8); AWQ
+// qweight and qzeros words uniform over all 32 bits (every nibble value at every position) and f16 scales
+// per (group, column) (kInt4, out % 8 == 0, in % group == 0). view points into the vectors.
+struct IntWeight {
+    std::vector<int8_t> q8;
+    std::vector<uint32_t> qweight, qzeros;
+    std::vector<uint16_t> scales;
+    ops::DenseWeight view;
+};
+IntWeight random_int_weight(Rng& rng, ops::Format f, int64_t out, int64_t in, int64_t group);
+int64_t int_weight_bytes(const IntWeight& w);  // the bytes an op must read
+
 struct CaseDef;
 
 // What lasts across the cases of one run: the workspace limits reserved so far (they only grow).

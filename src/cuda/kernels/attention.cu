@@ -5,8 +5,9 @@
 // butterfly), online softmax seeded with the sink, m = z_h and l = exp(z_h - m) = 1, so the sink joins
 // the denominator only: out = sum_j exp(s_j - m) v_j / (exp(z_h - m) + sum_j exp(s_j - m)). Everything in
 // f32; q and p are rounded to the operand format (what an f16 tensor-core attention multiplies), K and
-// V are read in the cache's format (f32 or f16). No split-KV: the order of a row depends on its own
-// sequence only. A block table entry < 0 under a key to read is reported (kFreedBlock).
+// V are read in the cache's format (f32, f16, or int8 codes times the head's f32 scale with one
+// __fmul_rn each: ops/kv_int8.h's dequantization, bit for bit). No split-KV: the order of a row depends on
+// its own sequence only. A block table entry < 0 under a key to read is reported (kFreedBlock).
 #include "cuda/cuda_check.h"
 #include "cuda/device_util.cuh"
 
@@ -16,15 +17,21 @@ namespace {
 constexpr int kWarps = 4;
 constexpr int kMaxPerLane = 4;  // head_dim <= 128
 
-template <bool kF16>
-__device__ __forceinline__ float load_kv(const void* p, int64_t i) {
-    if constexpr (kF16) return f16_to_f32(static_cast<const uint16_t*>(p)[i]);
+// KV cache element formats as template tags.
+enum class Kv : int { kF32 = 0, kF16 = 1, kInt8 = 2 };
+
+// Element i of a cache pool; int8: times the head vector's scale s (one rounding, ops/kv_int8.h).
+template <Kv K>
+__device__ __forceinline__ float load_kv(const void* p, int64_t i, float s) {
+    if constexpr (K == Kv::kF16) return f16_to_f32(static_cast<const uint16_t*>(p)[i]);
+    if constexpr (K == Kv::kInt8) return __fmul_rn(static_cast<float>(static_cast<const int8_t*>(p)[i]), s);
     return static_cast<const float*>(p)[i];
 }
 
-template <bool kF16, Operand O>
+template <Kv K, Operand O>
 __global__ void __launch_bounds__(kWarps * 32)
     attention_kernel(const float* __restrict__ q, const void* __restrict__ kc, const void* __restrict__ vc,
+                     const float* __restrict__ k_scales, const float* __restrict__ v_scales,
                      const int32_t* __restrict__ seq_lens, const int32_t* __restrict__ qsl,
                      const int32_t* __restrict__ tables, DeviceVector sinks, float* __restrict__ out,
                      int64_t num_seqs, int64_t nh, int64_t nkv, int64_t d, int64_t max_blocks,
@@ -72,11 +79,13 @@ __global__ void __launch_bounds__(kWarps * 32)
             break;
         }
         const int64_t off = (slot * nkv + g) * d;
+        const float ks = K == Kv::kInt8 ? k_scales[slot * nkv + g] : 1.0f;
+        const float vs = K == Kv::kInt8 ? v_scales[slot * nkv + g] : 1.0f;
         float dot = 0.0f;
 #pragma unroll
         for (int c = 0; c < kMaxPerLane; ++c) {
             const int64_t i = c * 32 + lane;
-            if (i < d) dot += qv[c] * load_kv<kF16>(kc, off + i);
+            if (i < d) dot += qv[c] * load_kv<K>(kc, off + i, ks);
         }
         const float score = warp_sum(dot) * scale;
         const float m_new = fmaxf(m, score);
@@ -87,7 +96,7 @@ __global__ void __launch_bounds__(kWarps * 32)
 #pragma unroll
         for (int c = 0; c < kMaxPerLane; ++c) {
             const int64_t i = c * 32 + lane;
-            if (i < d) acc[c] = acc[c] * corr + pv * load_kv<kF16>(vc, off + i);
+            if (i < d) acc[c] = acc[c] * corr + pv * load_kv<K>(vc, off + i, vs);
         }
         m = m_new;
     }
@@ -99,15 +108,15 @@ __global__ void __launch_bounds__(kWarps * 32)
     }
 }
 
-template <bool kF16>
+template <Kv K>
 void launch_cache(const ops::AttentionArgs& a, const Launch& ctx) {
     const dim3 grid(static_cast<unsigned>(a.num_tokens), grid_for(a.num_heads, kWarps));
     const int64_t slots = a.kv.num_blocks * a.kv.block_size;
-#define VOLT_ATTENTION_LAUNCH(O)                                                                             \
-    attention_kernel<kF16, O><<<grid, kWarps * 32, 0, ctx.stream>>>(                                         \
-        a.q, a.kv.k, a.kv.v, a.seq_lens, a.query_start_loc, a.block_tables, device_vector(a.sinks), a.out,   \
-        a.num_seqs, a.num_heads, a.num_kv_heads, a.head_dim, a.max_blocks, a.kv.block_size, slots, a.window, \
-        a.scale, ctx.error)
+#define VOLT_ATTENTION_LAUNCH(O)                                                                          \
+    attention_kernel<K, O><<<grid, kWarps * 32, 0, ctx.stream>>>(                                         \
+        a.q, a.kv.k, a.kv.v, a.kv.k_scales, a.kv.v_scales, a.seq_lens, a.query_start_loc, a.block_tables, \
+        device_vector(a.sinks), a.out, a.num_seqs, a.num_heads, a.num_kv_heads, a.head_dim, a.max_blocks, \
+        a.kv.block_size, slots, a.window, a.scale, ctx.error)
     switch (ctx.operand) {
         case Operand::kF32:
             VOLT_ATTENTION_LAUNCH(Operand::kF32);
@@ -134,12 +143,17 @@ void launch_attention(const ops::AttentionArgs& a, const Launch& ctx) {
         << a.num_heads << " heads over " << a.num_kv_heads << " KV heads";
     VOLT_CHECK(a.kv.block_size > 0 && a.max_blocks > 0) << a.kv.block_size << " " << a.max_blocks;
     VOLT_CHECK(a.num_tokens < (int64_t{1} << 31) && grid_for(a.num_heads, kWarps) <= 65535u);
-    VOLT_CHECK(a.kv.format == ops::Format::kF16 || a.kv.format == ops::Format::kF32)
+    VOLT_CHECK(a.kv.format == ops::Format::kF16 || a.kv.format == ops::Format::kF32 ||
+               a.kv.format == ops::Format::kInt8)
         << "KV cache format " << ops::format_name(a.kv.format);
-    if (a.kv.format == ops::Format::kF16)
-        launch_cache<true>(a, ctx);
-    else
-        launch_cache<false>(a, ctx);
+    if (a.kv.format == ops::Format::kInt8) {
+        VOLT_CHECK(a.kv.k_scales != nullptr && a.kv.v_scales != nullptr) << "int8 KV cache without scales";
+        launch_cache<Kv::kInt8>(a, ctx);
+    } else if (a.kv.format == ops::Format::kF16) {
+        launch_cache<Kv::kF16>(a, ctx);
+    } else {
+        launch_cache<Kv::kF32>(a, ctx);
+    }
 }
 
 }  // namespace volt::cuda

@@ -12,7 +12,8 @@
 //   combine: grid (rows, nh): M = max(sink, m_c), L = exp(sink - M) + sum_c l_c exp(m_c - M),
 //     out = sum_c acc_c exp(m_c - M) / L, c in order. The sink joins the denominator only (spec §3.4).
 // Keys in a freed block (table entry < 0) report kFreedBlock, slots past the pool kBadSlot; such keys count
-// as absent (score -inf).
+// as absent (score -inf). KV cache f32, f16 or int8 (8 codes a 8-byte load, each times the head vector's
+// f32 scale by one __fmul_rn: ops/kv_int8.h's dequantization, bit for bit).
 #include <algorithm>
 
 #include "cuda/cuda_check.h"
@@ -48,10 +49,22 @@ __device__ __forceinline__ RowRange row_range(int64_t t, const int32_t* qsl, con
     return {lo, n, window > 0 ? max64(0, n - window + 1) : 0};
 }
 
-// Eight consecutive cache values as f32 (f16: one 16-byte load; f32: two).
-template <bool kF16>
-__device__ __forceinline__ void load8(const void* p, int64_t i, float* v) {
-    if constexpr (kF16) {
+// KV cache element formats as template tags.
+enum class Kv : int { kF32 = 0, kF16 = 1, kInt8 = 2 };
+
+// Eight consecutive cache values as f32 (f16: one 16-byte load; f32: two; int8: one 8-byte load, the codes
+// times the head's scale s).
+template <Kv K>
+__device__ __forceinline__ void load8(const void* p, int64_t i, float* v, float s) {
+    if constexpr (K == Kv::kInt8) {
+        const uint2 q = *reinterpret_cast<const uint2*>(static_cast<const int8_t*>(p) + i);
+        const uint32_t fa = q.x ^ 0x80808080u, fb = q.y ^ 0x80808080u;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            v[j] = __fmul_rn(i8_at(fa, j), s);
+            v[4 + j] = __fmul_rn(i8_at(fb, j), s);
+        }
+    } else if constexpr (K == Kv::kF16) {
         const uint4 q = *reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(p) + i);
         const uint32_t w[4] = {q.x, q.y, q.z, q.w};
 #pragma unroll
@@ -66,15 +79,10 @@ __device__ __forceinline__ void load8(const void* p, int64_t i, float* v) {
     }
 }
 
-template <bool kF16>
-__device__ __forceinline__ float load1(const void* p, int64_t i) {
-    if constexpr (kF16) return f16_to_f32(static_cast<const uint16_t*>(p)[i]);
-    return static_cast<const float*>(p)[i];
-}
-
-template <bool kF16, Operand O, int G>
+template <Kv K, Operand O, int G>
 __global__ void __launch_bounds__(kThreads)
     split_kernel(const float* __restrict__ q, const void* __restrict__ kc, const void* __restrict__ vc,
+                 const float* __restrict__ k_scales, const float* __restrict__ v_scales,
                  const int32_t* __restrict__ seq_lens, const int32_t* __restrict__ qsl,
                  const int32_t* __restrict__ tables, float* __restrict__ part, int64_t row0, int64_t num_seqs,
                  int64_t nh, int64_t nkv, int64_t d, int64_t max_blocks, int64_t block_size,
@@ -119,10 +127,11 @@ __global__ void __launch_bounds__(kThreads)
         const int64_t slot = slots[k];
         if (slot >= 0) {
             const int64_t off = (slot * nkv + g) * d;
+            const float ks = K == Kv::kInt8 ? k_scales[slot * nkv + g] : 1.0f;
 #pragma unroll 4
             for (int64_t i = 0; i < d; i += 8) {
                 float kv[8];
-                load8<kF16>(kc, off + i, kv);
+                load8<K>(kc, off + i, kv, ks);
 #pragma unroll
                 for (int h = 0; h < G; ++h) {  // q as two 16-byte shared loads per 8 products
                     const float4 qa = *reinterpret_cast<const float4*>(qs + h * d + i);
@@ -177,7 +186,7 @@ __global__ void __launch_bounds__(kThreads)
         const int64_t slot = slots[k];  // absent keys: p = 0 and no load (their V may be anything)
         float v[8];
         if (slot >= 0) {
-            load8<kF16>(vc, (slot * nkv + g) * d + 8 * eg, v);
+            load8<K>(vc, (slot * nkv + g) * d + 8 * eg, v, K == Kv::kInt8 ? v_scales[slot * nkv + g] : 1.0f);
         } else {
 #pragma unroll
             for (int e = 0; e < 8; ++e) v[e] = 0.0f;
@@ -253,7 +262,8 @@ bool attention_split_eligible(const ops::AttentionArgs& a) {
         a.head_dim == 8 || a.head_dim == 16 || a.head_dim == 32 || a.head_dim == 64 || a.head_dim == 128;
     const bool g_ok = G == 1 || G == 2 || G == 4 || G == 8;  // the split kernel's instantiations
     return a.max_seq_len > 0 && bound > 0 && g_ok && d_ok && (bound + kChunk - 1) / kChunk <= 65535 &&
-           (a.kv.format == ops::Format::kF16 || a.kv.format == ops::Format::kF32) &&
+           (a.kv.format == ops::Format::kF16 || a.kv.format == ops::Format::kF32 ||
+            (a.kv.format == ops::Format::kInt8 && a.kv.k_scales != nullptr && a.kv.v_scales != nullptr)) &&
            reinterpret_cast<uintptr_t>(a.kv.k) % 16 == 0 && a.num_kv_heads <= 65535;
 }
 
@@ -274,7 +284,9 @@ void launch_attention_split(const ops::AttentionArgs& a, float* part, const Laun
     const int64_t slice = std::max<int64_t>(1, std::min<int64_t>(a.num_tokens, kScratchCap / per_row));
     const int64_t slots = a.kv.num_blocks * a.kv.block_size;
     const DeviceVector sinks = device_vector(a.sinks);
-    const bool f16 = a.kv.format == ops::Format::kF16;
+    const Kv kv = a.kv.format == ops::Format::kF16    ? Kv::kF16
+                  : a.kv.format == ops::Format::kInt8 ? Kv::kInt8
+                                                      : Kv::kF32;
     const int64_t G = a.num_heads / a.num_kv_heads;
     for (int64_t row0 = 0; row0 < a.num_tokens; row0 += slice) {
         const int64_t rows = std::min(slice, a.num_tokens - row0);
@@ -283,9 +295,9 @@ void launch_attention_split(const ops::AttentionArgs& a, float* part, const Laun
                         static_cast<unsigned>(splits));
 #define VOLT_SPLIT_G(F16, O, G)                                                                           \
     split_kernel<F16, O, G><<<grid, kThreads, 0, ctx.stream>>>(                                           \
-        a.q, a.kv.k, a.kv.v, a.seq_lens, a.query_start_loc, a.block_tables, part, row0, a.num_seqs,       \
-        a.num_heads, a.num_kv_heads, a.head_dim, a.max_blocks, a.kv.block_size, slots, a.window, a.scale, \
-        splits, ctx.error)
+        a.q, a.kv.k, a.kv.v, a.kv.k_scales, a.kv.v_scales, a.seq_lens, a.query_start_loc, a.block_tables, \
+        part, row0, a.num_seqs, a.num_heads, a.num_kv_heads, a.head_dim, a.max_blocks, a.kv.block_size,   \
+        slots, a.window, a.scale, splits, ctx.error)
 #define VOLT_SPLIT(F16, O)           \
     switch (G) {                     \
         case 1:                      \
@@ -303,24 +315,30 @@ void launch_attention_split(const ops::AttentionArgs& a, float* part, const Laun
     }
         switch (ctx.operand) {
             case Operand::kF32:
-                if (f16) {
-                    VOLT_SPLIT(true, Operand::kF32);
+                if (kv == Kv::kF16) {
+                    VOLT_SPLIT(Kv::kF16, Operand::kF32);
+                } else if (kv == Kv::kInt8) {
+                    VOLT_SPLIT(Kv::kInt8, Operand::kF32);
                 } else {
-                    VOLT_SPLIT(false, Operand::kF32);
+                    VOLT_SPLIT(Kv::kF32, Operand::kF32);
                 }
                 break;
             case Operand::kF16:
-                if (f16) {
-                    VOLT_SPLIT(true, Operand::kF16);
+                if (kv == Kv::kF16) {
+                    VOLT_SPLIT(Kv::kF16, Operand::kF16);
+                } else if (kv == Kv::kInt8) {
+                    VOLT_SPLIT(Kv::kInt8, Operand::kF16);
                 } else {
-                    VOLT_SPLIT(false, Operand::kF16);
+                    VOLT_SPLIT(Kv::kF32, Operand::kF16);
                 }
                 break;
             case Operand::kBf16:
-                if (f16) {
-                    VOLT_SPLIT(true, Operand::kBf16);
+                if (kv == Kv::kF16) {
+                    VOLT_SPLIT(Kv::kF16, Operand::kBf16);
+                } else if (kv == Kv::kInt8) {
+                    VOLT_SPLIT(Kv::kInt8, Operand::kBf16);
                 } else {
-                    VOLT_SPLIT(false, Operand::kBf16);
+                    VOLT_SPLIT(Kv::kF32, Operand::kBf16);
                 }
                 break;
         }

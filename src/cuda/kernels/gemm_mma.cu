@@ -21,6 +21,11 @@
 //    exact), two m16n8k16 into zeroed f32 accumulators per block, then acc += that x the block's E8M0
 //    scale in f32; the 2^14 is folded into back. The codes of word q are decoded as the half2 pairs
 //    (8q+p, 8q+p+4) (no byte shuffles); A is stored in the same order within every 8 (staged order).
+//  - Integer B (issue 21; the CUDA layout of cuda/placement.h): thread t of a block decodes row n0 + t's 32
+//    codes of a K step to exact f16 / bf16 values in natural order (int8: b by a byte permute; int4: q - z,
+//    |q - z| <= 15), so the tensor core multiplies exact integers. int8: one chain per output over K, times
+//    the row's f16 scale in the epilogue; int4 (group % 32 == 0, a step lies in one group): two m16n8k16
+//    into zeroed accumulators per step, then acc += that x the group's scale in f32 (the MXFP4 scheme).
 //  - Epilogues: y = acc x back[m] + bias[n], split into q|k|v parts or added into the residual; gate_up:
 //    clamped SwiGLU of the adjacent (gate, up) columns, stored as the f16 activation with the decode
 //    path's fixed power-of-two scale, in staged order (the down GEMM's A); down: y[pair, o] = acc x
@@ -57,7 +62,19 @@ constexpr int kMaxExperts = 1024;
 #define VOLT_GEMM_MMA 1
 #endif
 
-enum class BKind : int { kF16 = 0, kBf16 = 1, kMxfp4 = 2 };
+enum class BKind : int { kF16 = 0, kBf16 = 1, kMxfp4 = 2, kI8F16 = 3, kI8Bf16 = 4, kI4F16 = 5, kI4Bf16 = 6 };
+__host__ __device__ constexpr bool bkind_int8(BKind b) { return b == BKind::kI8F16 || b == BKind::kI8Bf16; }
+__host__ __device__ constexpr bool bkind_int4(BKind b) { return b == BKind::kI4F16 || b == BKind::kI4Bf16; }
+// Whether the tensor-core operands are bf16 (else f16).
+__host__ __device__ constexpr bool bkind_bf16(BKind b) {
+    return b == BKind::kBf16 || b == BKind::kI8Bf16 || b == BKind::kI4Bf16;
+}
+// An exact small integer (|v| <= 127) as f16 or bf16 bits.
+template <bool kBf16>
+__device__ __forceinline__ uint32_t int_operand_bits(float v) {
+    if constexpr (kBf16) return __float_as_uint(v) >> 16;
+    return __half_as_ushort(__float2half_rn(v));
+}
 enum class Epi : int { kDense = 0, kSwiglu = 1, kDown = 2 };
 
 __device__ __forceinline__ void ldmatrix_x4(uint32_t* r, const void* p) {
@@ -108,6 +125,12 @@ struct GemmParams {
     const uint8_t* blocks;  // MXFP4 [E, N, K/32, 16]
     const uint8_t* scales;  // MXFP4 [E, N, K/32]
     const float* bias;      // [N] dense, [E, N] experts, or null
+    // integer B (CUDA layout): codes int8 [N, K] or u32 [N, K / 8]; int8: f16 scales [N]; int4: scale|zero
+    // words [N, K / group], cpg = group / 32 K steps per group
+    const uint8_t* codes;
+    const uint16_t* row_scale;
+    const uint32_t* meta;
+    int cpg;
     // experts
     const int32_t* pair_list;  // [pairs] pair ids grouped by expert
     const int4* tiles;         // [num_tiles] (expert, start in pair_list, count, 0)
@@ -136,6 +159,8 @@ __global__ void __launch_bounds__(kThreads) gemm_kernel(GemmParams p) {
     __shared__ __align__(16) uint16_t Bs[2][kBN][kLds];
     __shared__ float Sc[2][kBN];
     constexpr bool kMx = kB == BKind::kMxfp4;
+    constexpr bool kI8 = bkind_int8(kB), kI4 = bkind_int4(kB);
+    constexpr bool kScaled = kMx || kI4;  // a scale per K step and column (Sc)
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int wm = warp % WM, wn = warp / WM;
     const int64_t n0 = static_cast<int64_t>(blockIdx.y) * kBN, K = p.K, N = p.N;
@@ -168,8 +193,14 @@ __global__ void __launch_bounds__(kThreads) gemm_kernel(GemmParams p) {
     // B: dense chunks c = tid + 128 i (i < 4), row c / 4; MXFP4: row tid's 16-byte block.
     const uint16_t* b_src[4];
     const uint8_t *mx_blocks = nullptr, *mx_scales = nullptr;
+    const uint8_t* int_row = nullptr;  // integer B: row n0 + tid's codes
+    const uint32_t* int_meta = nullptr;
     const int64_t nb = K / 32;
-    if constexpr (kMx) {
+    if constexpr (kI8 || kI4) {
+        const int64_t n = min64(n0 + tid, N - 1);
+        int_row = p.codes + n * (kI8 ? K : K / 2);
+        if constexpr (kI4) int_meta = p.meta + n * (nb / p.cpg);
+    } else if constexpr (kMx) {
         const int64_t n = min64(n0 + tid, N - 1);
         const int64_t row = static_cast<int64_t>(expert) * N + n;
         mx_blocks = p.blocks + row * nb * 16;
@@ -187,7 +218,13 @@ __global__ void __launch_bounds__(kThreads) gemm_kernel(GemmParams p) {
     auto load = [&](int64_t kb) {  // global -> registers, K step kb
 #pragma unroll
         for (int i = 0; i < AI; ++i) ra[i] = *reinterpret_cast<const uint4*>(a_src[i] + kb * kBK);
-        if constexpr (kMx) {
+        if constexpr (kI8) {
+            rb[0] = __ldg(reinterpret_cast<const uint4*>(int_row + kb * 32));
+            rb[1] = __ldg(reinterpret_cast<const uint4*>(int_row + kb * 32 + 16));
+        } else if constexpr (kI4) {
+            rb[0] = __ldg(reinterpret_cast<const uint4*>(int_row + kb * 16));
+            rs = __ldg(int_meta + static_cast<uint32_t>(kb) / static_cast<uint32_t>(p.cpg));
+        } else if constexpr (kMx) {
             rb[0] = __ldg(reinterpret_cast<const uint4*>(mx_blocks + kb * 16));
             rs = __ldg(mx_scales + kb);
         } else {
@@ -201,7 +238,44 @@ __global__ void __launch_bounds__(kThreads) gemm_kernel(GemmParams p) {
             const int c = tid + kThreads * i;
             *reinterpret_cast<uint4*>(&As[buf][c >> 2][(c & 3) * 8]) = ra[i];
         }
-        if constexpr (kMx) {
+        if constexpr (kI8) {
+            // 32 int8 codes -> 32 exact operand values, natural order.
+            const uint32_t words[8] = {rb[0].x, rb[0].y, rb[0].z, rb[0].w,
+                                       rb[1].x, rb[1].y, rb[1].z, rb[1].w};
+#pragma unroll
+            for (int q = 0; q < 4; ++q) {
+                uint32_t h[4];
+#pragma unroll
+                for (int k = 0; k < 2; ++k) {
+                    const uint32_t fl = words[2 * q + k] ^ 0x80808080u;
+                    h[2 * k] = int_operand_bits<bkind_bf16(kB)>(i8_at(fl, 0)) |
+                               int_operand_bits<bkind_bf16(kB)>(i8_at(fl, 1)) << 16;
+                    h[2 * k + 1] = int_operand_bits<bkind_bf16(kB)>(i8_at(fl, 2)) |
+                                   int_operand_bits<bkind_bf16(kB)>(i8_at(fl, 3)) << 16;
+                }
+                *reinterpret_cast<uint4*>(&Bs[buf][tid][q * 8]) = make_uint4(h[0], h[1], h[2], h[3]);
+            }
+        } else if constexpr (kI4) {
+            // 32 int4 codes (4 words of inputs 8q .. 8q + 7) -> q - z exactly, natural order; the group's
+            // scale to Sc.
+            const uint32_t words[4] = {rb[0].x, rb[0].y, rb[0].z, rb[0].w};
+            const float zf = 8388608.0f + static_cast<float>((rs >> 16) & 0xfu);
+#pragma unroll
+            for (int q = 0; q < 4; ++q) {
+                const uint32_t lo = words[q] & 0x0f0f0f0fu, hi = (words[q] >> 4) & 0x0f0f0f0fu;
+                uint32_t h[4];
+                h[0] = int_operand_bits<bkind_bf16(kB)>(u4_at(lo, 0, zf)) |
+                       int_operand_bits<bkind_bf16(kB)>(u4_at(lo, 1, zf)) << 16;
+                h[1] = int_operand_bits<bkind_bf16(kB)>(u4_at(lo, 2, zf)) |
+                       int_operand_bits<bkind_bf16(kB)>(u4_at(lo, 3, zf)) << 16;
+                h[2] = int_operand_bits<bkind_bf16(kB)>(u4_at(hi, 0, zf)) |
+                       int_operand_bits<bkind_bf16(kB)>(u4_at(hi, 1, zf)) << 16;
+                h[3] = int_operand_bits<bkind_bf16(kB)>(u4_at(hi, 2, zf)) |
+                       int_operand_bits<bkind_bf16(kB)>(u4_at(hi, 3, zf)) << 16;
+                *reinterpret_cast<uint4*>(&Bs[buf][tid][q * 8]) = make_uint4(h[0], h[1], h[2], h[3]);
+            }
+            Sc[buf][tid] = f16_to_f32(static_cast<uint16_t>(rs & 0xffffu));
+        } else if constexpr (kMx) {
             const uint32_t words[4] = {rb[0].x, rb[0].y, rb[0].z, rb[0].w};
 #pragma unroll
             for (int q = 0; q < 4; ++q) {
@@ -245,14 +319,14 @@ __global__ void __launch_bounds__(kThreads) gemm_kernel(GemmParams p) {
         for (int nt = 0; nt < NT; ++nt) {
             uint32_t b[4];  // k 0-7, 8-15, 16-23, 24-31 of column group nt
             ldmatrix_x4(b, &Bs[buf][wn * NT * 8 + nt * 8 + (lane & 7)][(lane >> 3) * 8]);
-            if constexpr (kMx) {
+            if constexpr (kScaled) {
                 const int c = wn * NT * 8 + nt * 8 + 2 * (lane & 3);
                 const float s0 = Sc[buf][c], s1 = Sc[buf][c + 1];
 #pragma unroll
                 for (int mt = 0; mt < 2; ++mt) {
                     float t[4];
-                    mma16816<false>(t, a[mt][0], b[0], b[1], zero);
-                    mma16816<false>(t, a[mt][1], b[2], b[3], t);
+                    mma16816<bkind_bf16(kB)>(t, a[mt][0], b[0], b[1], zero);
+                    mma16816<bkind_bf16(kB)>(t, a[mt][1], b[2], b[3], t);
                     acc[mt][nt][0] = fmaf(t[0], s0, acc[mt][nt][0]);
                     acc[mt][nt][1] = fmaf(t[1], s1, acc[mt][nt][1]);
                     acc[mt][nt][2] = fmaf(t[2], s0, acc[mt][nt][2]);
@@ -261,8 +335,8 @@ __global__ void __launch_bounds__(kThreads) gemm_kernel(GemmParams p) {
             } else {
 #pragma unroll
                 for (int mt = 0; mt < 2; ++mt) {
-                    mma16816<kB == BKind::kBf16>(acc[mt][nt], a[mt][0], b[0], b[1], acc[mt][nt]);
-                    mma16816<kB == BKind::kBf16>(acc[mt][nt], a[mt][1], b[2], b[3], acc[mt][nt]);
+                    mma16816<bkind_bf16(kB)>(acc[mt][nt], a[mt][0], b[0], b[1], acc[mt][nt]);
+                    mma16816<bkind_bf16(kB)>(acc[mt][nt], a[mt][1], b[2], b[3], acc[mt][nt]);
                 }
             }
         }
@@ -290,7 +364,11 @@ __global__ void __launch_bounds__(kThreads) gemm_kernel(GemmParams p) {
             for (int nt = 0; nt < NT; ++nt) {
                 const int64_t c = n0 + wn * NT * 8 + nt * 8 + 2 * (lane & 3);
                 if (c >= N) continue;
-                const float v0 = acc[mt][nt][2 * half] * back, v1 = acc[mt][nt][2 * half + 1] * back;
+                float v0 = acc[mt][nt][2 * half] * back, v1 = acc[mt][nt][2 * half + 1] * back;
+                if constexpr (kI8) {  // the row's f16 scale (c + 1 < N is checked before v1 is used)
+                    v0 *= f16_to_f32(p.row_scale[c]);
+                    if (c + 1 < N) v1 *= f16_to_f32(p.row_scale[c + 1]);
+                }
                 if constexpr (kE == Epi::kDense) {
 #pragma unroll
                     for (int e = 0; e < 2; ++e) {
@@ -434,8 +512,14 @@ void launch_gemm(const GemmParams& p, unsigned grid_x, const Launch& ctx) {
 }  // namespace
 
 bool gemm_dense_eligible(const ops::DenseWeight& w, Operand operand) {
+    const bool int_op = operand == Operand::kF16 || operand == Operand::kBf16;
+    // Integer weights in the CUDA layout: whole K steps of 32; int4 steps inside one group.
+    const bool int8 = w.format == ops::Format::kInt8 && w.cuda_layout && w.scales != nullptr;
+    const bool int4 = w.format == ops::Format::kInt4 && w.cuda_layout && w.zeros != nullptr &&
+                      w.group_size > 0 && w.group_size % kBK == 0 && w.in % w.group_size == 0;
     const bool fmt = (operand == Operand::kF16 && w.format == ops::Format::kF16) ||
-                     (operand == Operand::kBf16 && w.format == ops::Format::kBf16);
+                     (operand == Operand::kBf16 && w.format == ops::Format::kBf16) ||
+                     (int_op && (int8 || int4));
     return fmt && w.in % kBK == 0 && w.in > 0 && w.out > 0 && aligned16(w.w) &&
            (w.b.data == nullptr || w.b.format == ops::Format::kF32);
 }
@@ -464,6 +548,10 @@ void launch_gemm_dense(const uint16_t* a, const float* back, int64_t rows, const
     p.N = w.out;
     p.K = w.in;
     p.w = static_cast<const uint16_t*>(w.w);
+    p.codes = static_cast<const uint8_t*>(w.w);
+    p.row_scale = w.scales;
+    p.meta = static_cast<const uint32_t*>(w.zeros);
+    p.cpg = w.format == ops::Format::kInt4 ? static_cast<int>(w.group_size / kBK) : 1;
     p.bias = static_cast<const float*>(w.b.data);
     p.y0 = out.y0;
     p.y1 = out.y1;
@@ -472,10 +560,22 @@ void launch_gemm_dense(const uint16_t* a, const float* back, int64_t rows, const
     p.n0 = out.residual != nullptr ? w.out : out.n0;
     p.n1 = out.residual != nullptr ? 0 : out.n1;
     const auto grid_x = static_cast<unsigned>((rows + kBM - 1) / kBM);
-    if (operand == Operand::kF16)
-        launch_gemm<BKind::kF16, Epi::kDense>(p, grid_x, ctx);
-    else
+    const bool bf16 = operand == Operand::kBf16;
+    if (w.format == ops::Format::kInt8) {
+        if (bf16)
+            launch_gemm<BKind::kI8Bf16, Epi::kDense>(p, grid_x, ctx);
+        else
+            launch_gemm<BKind::kI8F16, Epi::kDense>(p, grid_x, ctx);
+    } else if (w.format == ops::Format::kInt4) {
+        if (bf16)
+            launch_gemm<BKind::kI4Bf16, Epi::kDense>(p, grid_x, ctx);
+        else
+            launch_gemm<BKind::kI4F16, Epi::kDense>(p, grid_x, ctx);
+    } else if (bf16) {
         launch_gemm<BKind::kBf16, Epi::kDense>(p, grid_x, ctx);
+    } else {
+        launch_gemm<BKind::kF16, Epi::kDense>(p, grid_x, ctx);
+    }
 }
 
 bool gemm_experts_eligible(const ops::ExpertsArgs& a, Operand operand) {

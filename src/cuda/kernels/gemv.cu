@@ -10,6 +10,12 @@
 // to f16 x 2^-112, the factor 2^112 applied once to the sum, exact in f32 down to 2^-37 absolute),
 // accumulated chunk by chunk in element order per lane, then a fixed warp butterfly. A row's result
 // depends on `in` only: the same alone or in any batch (ops.h).
+// Integer weights (issue 21; CUDA layout of cuda/placement.h, docs/cuda.md "Integer weights"): a 16-byte
+// chunk holds 16 int8 or 32 int4 codes of one row; one warp per output (the rows are 2-4x shorter in
+// bytes). Codes become exact f32 by a byte permute into 2^23's mantissa and one subtraction (int4: of
+// 2^23 + z, giving q - z); products are explicit fmaf in element order. int8: the row's sum times its f16
+// scale at the end; int4: each chunk's sum (one group: group % 32 == 0) times the group's scale, added
+// to the row's sum by fmaf. The same per-row order in every tile width: batch invariant like the rest.
 #include <algorithm>
 
 #include "cuda/cuda_check.h"
@@ -21,7 +27,6 @@ namespace {
 constexpr int kWarps = 8;
 constexpr int kThreads = kWarps * 32;
 constexpr int kRows = 4;           // rows per tile: weights are read once per tile
-constexpr int kSplit = 2;          // warps per output (each a run of the chunks)
 constexpr int64_t kMaxIn = 4096;   // kRows staged rows of x: 64 KiB of shared memory (a V100 allows 96)
 constexpr int kRowsPerBlock = 64;  // grid.y splits the rows in chunks (tiles never straddle one)
 
@@ -53,6 +58,83 @@ __device__ __forceinline__ void widen8(const uint4& q, float* w) {
             w[2 * k + 1] = __uint_as_float(((v[k] >> 3) & 0x0FFFE000u) | (v[k] & 0x80000000u));
         }
     }
+}
+
+// Per weight format: weights per 16-byte chunk, warps per output, chunks a lane holds in flight on the
+// one-row path (int4 also holds a scale|zero word per chunk).
+template <WFmt F>
+struct FmtTraits {
+    static constexpr bool kInt = F == WFmt::kInt8 || F == WFmt::kInt4;
+    static constexpr int kPer = F == WFmt::kF32 ? 4 : F == WFmt::kInt8 ? 16 : F == WFmt::kInt4 ? 32 : 8;
+    static constexpr int kSplit = kInt ? 1 : 2;
+    static constexpr int kPipe = F == WFmt::kInt4 ? 4 : 8;
+};
+// Bytes of one weight row of `in` elements.
+template <WFmt F>
+__host__ __device__ __forceinline__ int64_t row_bytes(int64_t in) {
+    return in / FmtTraits<F>::kPer * 16;
+}
+
+// One chunk of integer codes (chunk c of its row: inputs c kPer ..) times NR staged x rows, added to acc
+// in element order. meta: kInt4: the chunk's group word (f16 s | z << 16); kInt8: unused (the row's scale
+// is applied to the row's sum).
+template <WFmt F, int NR>
+__device__ __forceinline__ void int_chunk(const uint4& q, uint32_t meta, const float4* xs, int64_t in4,
+                                          int64_t c, float* acc) {
+    const uint32_t v[4] = {q.x, q.y, q.z, q.w};
+    if constexpr (F == WFmt::kInt8) {
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+            const uint32_t fl = v[k] ^ 0x80808080u;
+            const float w0 = i8_at(fl, 0), w1 = i8_at(fl, 1), w2 = i8_at(fl, 2), w3 = i8_at(fl, 3);
+#pragma unroll
+            for (int j = 0; j < NR; ++j) {
+                const float4 xv = xs[j * in4 + c * 4 + k];
+                acc[j] = fmaf(xv.x, w0, acc[j]);
+                acc[j] = fmaf(xv.y, w1, acc[j]);
+                acc[j] = fmaf(xv.z, w2, acc[j]);
+                acc[j] = fmaf(xv.w, w3, acc[j]);
+            }
+        }
+    } else {
+        const float zf = 8388608.0f + static_cast<float>((meta >> 16) & 0xfu);
+        const float s = f16_to_f32(static_cast<uint16_t>(meta & 0xffffu));
+        float part[NR];
+#pragma unroll
+        for (int j = 0; j < NR; ++j) part[j] = 0.0f;
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+            const uint32_t lo = v[k] & 0x0f0f0f0fu, hi = (v[k] >> 4) & 0x0f0f0f0fu;
+            float w[8];
+#pragma unroll
+            for (int b = 0; b < 4; ++b) {
+                w[b] = u4_at(lo, b, zf);
+                w[4 + b] = u4_at(hi, b, zf);
+            }
+#pragma unroll
+            for (int j = 0; j < NR; ++j) {
+                const float4 xa = xs[j * in4 + c * 8 + 2 * k], xb = xs[j * in4 + c * 8 + 2 * k + 1];
+                part[j] = fmaf(xa.x, w[0], part[j]);
+                part[j] = fmaf(xa.y, w[1], part[j]);
+                part[j] = fmaf(xa.z, w[2], part[j]);
+                part[j] = fmaf(xa.w, w[3], part[j]);
+                part[j] = fmaf(xb.x, w[4], part[j]);
+                part[j] = fmaf(xb.y, w[5], part[j]);
+                part[j] = fmaf(xb.z, w[6], part[j]);
+                part[j] = fmaf(xb.w, w[7], part[j]);
+            }
+        }
+#pragma unroll
+        for (int j = 0; j < NR; ++j) acc[j] = fmaf(part[j], s, acc[j]);
+    }
+}
+
+// The scale|zero word of chunk c (kInt4; 0 otherwise): mrow [in / group] u32, cpg = group / 32 chunks.
+template <WFmt F>
+__device__ __forceinline__ uint32_t chunk_meta(const uint32_t* __restrict__ mrow, int64_t c, int cpg) {
+    if constexpr (F == WFmt::kInt4)
+        return __ldg(mrow + static_cast<uint32_t>(c) / static_cast<uint32_t>(cpg));
+    return 0u;
 }
 
 // Where output o of row r goes: segment s (o in [begin_s, begin_s + n_s)) of row-major [rows, n_s] y_s
@@ -120,21 +202,71 @@ __device__ __forceinline__ void stage_row(const float* __restrict__ xrow, float4
 // too few warps left half the bandwidth unused); fewer for wider tiles (registers). The batching never
 // changes the order of a row's sums.
 template <WFmt F, int NR>
-__device__ __forceinline__ void gemv_tile(const uint4* __restrict__ wrow, const float4* xs, int64_t in4,
-                                          int64_t c_begin, int64_t c_end, int lane, float* acc) {
-    constexpr int kPer = F == WFmt::kF32 ? 4 : 8;  // weights per 16-byte chunk
-    constexpr int kBatch = NR == 1 ? 8 : NR == 2 ? 4 : 2;
+__device__ __forceinline__ void gemv_tile(const uint4* __restrict__ wrow, const uint32_t* __restrict__ mrow,
+                                          int cpg, const float4* xs, int64_t in4, int64_t c_begin,
+                                          int64_t c_end, int lane, float* acc) {
+    constexpr int kPer = FmtTraits<F>::kPer;  // weights per 16-byte chunk
+    // (Integer chunks hold 2-4x the weights and int4 a scale|zero word each: fewer in flight, no spills.)
+    constexpr int kBatch = FmtTraits<F>::kInt ? (NR == 1 ? 4 : 2) : NR == 1 ? 8 : NR == 2 ? 4 : 2;
 #pragma unroll
     for (int j = 0; j < NR; ++j) acc[j] = 0.0f;
     for (int64_t c0 = c_begin + lane; c0 < c_end; c0 += 32 * kBatch) {
         uint4 q[kBatch];
+        uint32_t m[kBatch];
 #pragma unroll
-        for (int u = 0; u < kBatch; ++u)
-            if (c0 + 32 * u < c_end) q[u] = __ldg(wrow + c0 + 32 * u);
+        for (int u = 0; u < kBatch; ++u) {
+            if (c0 + 32 * u < c_end) {
+                q[u] = __ldg(wrow + c0 + 32 * u);
+                m[u] = chunk_meta<F>(mrow, c0 + 32 * u, cpg);
+            }
+        }
 #pragma unroll
         for (int u = 0; u < kBatch; ++u) {
             const int64_t c = c0 + 32 * u;
             if (c >= c_end) break;
+            if constexpr (FmtTraits<F>::kInt) {
+                int_chunk<F, NR>(q[u], m[u], xs, in4, c, acc);
+            } else {
+                float wv[8];
+                if constexpr (F == WFmt::kF32) {
+                    wv[0] = __uint_as_float(q[u].x);
+                    wv[1] = __uint_as_float(q[u].y);
+                    wv[2] = __uint_as_float(q[u].z);
+                    wv[3] = __uint_as_float(q[u].w);
+                } else {
+                    widen8<F>(q[u], wv);
+                }
+#pragma unroll
+                for (int j = 0; j < NR; ++j) {
+#pragma unroll
+                    for (int h = 0; h < kPer / 4; ++h) {
+                        const float4 xv = xs[j * in4 + c * (kPer / 4) + h];
+                        acc[j] += xv.x * wv[4 * h];
+                        acc[j] += xv.y * wv[4 * h + 1];
+                        acc[j] += xv.z * wv[4 * h + 2];
+                        acc[j] += xv.w * wv[4 * h + 3];
+                    }
+                }
+            }
+        }
+    }
+}
+
+// One lane's part of a one-row dot product from chunks it has already loaded: q[u] is chunk
+// c_begin + lane + 32 u (u < kPipe), m[u] its scale|zero word (int4), in that order (the order of
+// gemv_tile<F, 1>).
+template <WFmt F>
+__device__ __forceinline__ float gemv_loaded(const uint4* q, const uint32_t* m, const float4* xs,
+                                             int64_t c_begin, int64_t c_end, int lane) {
+    constexpr int kPer = FmtTraits<F>::kPer;
+    float acc = 0.0f;
+#pragma unroll
+    for (int u = 0; u < FmtTraits<F>::kPipe; ++u) {
+        const int64_t c = c_begin + lane + 32 * u;
+        if (c >= c_end) break;
+        if constexpr (FmtTraits<F>::kInt) {
+            int_chunk<F, 1>(q[u], m[u], xs, 0, c, &acc);
+        } else {
             float wv[8];
             if constexpr (F == WFmt::kF32) {
                 wv[0] = __uint_as_float(q[u].x);
@@ -145,48 +277,13 @@ __device__ __forceinline__ void gemv_tile(const uint4* __restrict__ wrow, const 
                 widen8<F>(q[u], wv);
             }
 #pragma unroll
-            for (int j = 0; j < NR; ++j) {
-#pragma unroll
-                for (int h = 0; h < kPer / 4; ++h) {
-                    const float4 xv = xs[j * in4 + c * (kPer / 4) + h];
-                    acc[j] += xv.x * wv[4 * h];
-                    acc[j] += xv.y * wv[4 * h + 1];
-                    acc[j] += xv.z * wv[4 * h + 2];
-                    acc[j] += xv.w * wv[4 * h + 3];
-                }
+            for (int h = 0; h < kPer / 4; ++h) {
+                const float4 xv = xs[c * (kPer / 4) + h];
+                acc += xv.x * wv[4 * h];
+                acc += xv.y * wv[4 * h + 1];
+                acc += xv.z * wv[4 * h + 2];
+                acc += xv.w * wv[4 * h + 3];
             }
-        }
-    }
-}
-
-// One lane's part of a one-row dot product from chunks it has already loaded: q[u] is chunk
-// c_begin + lane + 32 u (u < kPipe), in that order (the order of gemv_tile<F, 1>).
-constexpr int kPipe = 8;
-template <WFmt F>
-__device__ __forceinline__ float gemv_loaded(const uint4* q, const float4* xs, int64_t c_begin, int64_t c_end,
-                                             int lane) {
-    constexpr int kPer = F == WFmt::kF32 ? 4 : 8;
-    float acc = 0.0f;
-#pragma unroll
-    for (int u = 0; u < kPipe; ++u) {
-        const int64_t c = c_begin + lane + 32 * u;
-        if (c >= c_end) break;
-        float wv[8];
-        if constexpr (F == WFmt::kF32) {
-            wv[0] = __uint_as_float(q[u].x);
-            wv[1] = __uint_as_float(q[u].y);
-            wv[2] = __uint_as_float(q[u].z);
-            wv[3] = __uint_as_float(q[u].w);
-        } else {
-            widen8<F>(q[u], wv);
-        }
-#pragma unroll
-        for (int h = 0; h < kPer / 4; ++h) {
-            const float4 xv = xs[c * (kPer / 4) + h];
-            acc += xv.x * wv[4 * h];
-            acc += xv.y * wv[4 * h + 1];
-            acc += xv.z * wv[4 * h + 2];
-            acc += xv.w * wv[4 * h + 3];
         }
     }
     return acc;
@@ -199,23 +296,40 @@ __device__ __forceinline__ float gemv_loaded(const uint4* q, const float4* xs, i
 // rounding x again for every weight row made the GEMV ALU-bound at half the bandwidth).
 // kTile: rows per tile, 4, or 1 for a launch of one row (fewer registers, more warps resident; the same
 // per-row arithmetic).
-constexpr int kOuts = kWarps / kSplit;
+template <WFmt F>
+constexpr int kOutsOf = kWarps / FmtTraits<F>::kSplit;  // outputs a block computes at a time
+// Integer weights: the row's scale meta (kInt8: f16 [out]; kInt4: u32 [out, in / group]) and, for kInt4,
+// chunks per group (group / 32). Null / 0 for the other formats.
+struct GemvIntMeta {
+    const void* meta = nullptr;
+    int cpg = 0;
+};
 // (f32 operands with 4-row tiles, the reference mode, get the registers they need: no spills.)
 template <WFmt F, Operand O, int kTile>
 __global__ void __launch_bounds__(kThreads, kTile == 4 && O == Operand::kF32 ? 1 : 2)
     gemv_kernel(const float* __restrict__ x, const int32_t* __restrict__ rows, const void* __restrict__ w,
-                DeviceVector bias, GemvOut dst, GemvNorm norm, int64_t num_rows, int64_t out, int64_t in,
-                int* error) {
+                GemvIntMeta im, DeviceVector bias, GemvOut dst, GemvNorm norm, int64_t num_rows, int64_t out,
+                int64_t in, int* error) {
     static_assert(kTile == 1 || kTile == kRows, "tiles of 1 or kRows rows");
+    constexpr int kSplit = FmtTraits<F>::kSplit, kOuts = kOutsOf<F>, kPipe = FmtTraits<F>::kPipe;
     extern __shared__ float4 xs[];  // [kTile][in / 4]
     __shared__ float red[kWarps][kTile];
     __shared__ float norm_red[32];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int split = warp % kSplit;
-    constexpr int kPer = F == WFmt::kF32 ? 4 : 8;  // weights per 16-byte chunk
+    constexpr int kPer = FmtTraits<F>::kPer;  // weights per 16-byte chunk
     const int64_t chunks = in / kPer, run = (chunks + kSplit - 1) / kSplit, in4 = in / 4;
     const int64_t c_begin = min64(chunks, split * run), c_end = min64(chunks, c_begin + run);
-    const float post = F == WFmt::kF16 ? 0x1p112f : 1.0f;
+    const int64_t groups_per_row = F == WFmt::kInt4 ? chunks / im.cpg : 0;  // int4 scale|zero words
+    // The factor of a row's sum: 2^112 for f16 weights (widened times 2^-112), the row's scale for int8.
+    auto post_of = [&](int64_t o) {
+        if constexpr (F == WFmt::kF16) return 0x1p112f;
+        if constexpr (F == WFmt::kInt8) return f16_to_f32(static_cast<const uint16_t*>(im.meta)[o]);
+        return 1.0f;
+    };
+    auto meta_row = [&](int64_t o) {
+        return F == WFmt::kInt4 ? static_cast<const uint32_t*>(im.meta) + o * groups_per_row : nullptr;
+    };
     const int64_t r_begin = static_cast<int64_t>(blockIdx.y) * kRowsPerBlock;
     const int64_t r_end = min64(num_rows, r_begin + kRowsPerBlock);
     const int64_t groups = (out + kOuts - 1) / kOuts;
@@ -223,15 +337,19 @@ __global__ void __launch_bounds__(kThreads, kTile == 4 && O == Operand::kF32 ? 1
         // One row and at most kPipe chunks a lane: the block's groups are software-pipelined, the next
         // group's weights in flight while this one is computed (and the first group's while x is staged).
         if (c_end - c_begin <= 32 * kPipe) {
-            auto load = [&](int64_t grp, uint4* q) {
+            auto load = [&](int64_t grp, uint4* q, uint32_t* m) {
                 const int64_t o = grp * kOuts + warp / kSplit;
                 if (grp >= groups || o >= out) return;
-                const uint4* wrow = reinterpret_cast<const uint4*>(static_cast<const uint8_t*>(w) +
-                                                                   o * in * (F == WFmt::kF32 ? 4 : 2));
+                const uint4* wrow =
+                    reinterpret_cast<const uint4*>(static_cast<const uint8_t*>(w) + o * row_bytes<F>(in));
+                const uint32_t* mrow = meta_row(o);
 #pragma unroll
                 for (int u = 0; u < kPipe; ++u) {
                     const int64_t c = c_begin + lane + 32 * u;
-                    if (c < c_end) q[u] = __ldg(wrow + c);
+                    if (c < c_end) {
+                        q[u] = __ldg(wrow + c);
+                        m[u] = chunk_meta<F>(mrow, c, im.cpg);
+                    }
                 }
             };
             auto source = [&](int64_t r) {
@@ -249,25 +367,30 @@ __global__ void __launch_bounds__(kThreads, kTile == 4 && O == Operand::kF32 ? 1
             // normed and staged first (the loads held across the reduction would need more registers).
             const bool normed = norm.gain.data != nullptr;
             uint4 next[kPipe];
-            if (!normed) load(blockIdx.x, next);
+            uint32_t next_m[kPipe];
+            if (!normed) load(blockIdx.x, next, next_m);
             for (int64_t r = r_begin; r < r_end; ++r) {  // one row (rows == 1 launches)
                 const int64_t src = source(r);
                 if (normed) {
                     const float inv = row_inv_rms(x + src * in, in, norm, norm_red);
                     stage_row<O>(x + src * in, xs, in, norm, inv, r);
-                    if (r == r_begin) load(blockIdx.x, next);
+                    if (r == r_begin) load(blockIdx.x, next, next_m);
                 } else {
                     stage_row<O>(x + src * in, xs, in, norm, 1.0f, r);
                 }
                 __syncthreads();
                 for (int64_t grp = blockIdx.x; grp < groups; grp += gridDim.x) {
                     uint4 q[kPipe];
+                    uint32_t m[kPipe];
 #pragma unroll
-                    for (int u = 0; u < kPipe; ++u) q[u] = next[u];
-                    load(grp + gridDim.x, next);
+                    for (int u = 0; u < kPipe; ++u) {
+                        q[u] = next[u];
+                        m[u] = next_m[u];
+                    }
+                    load(grp + gridDim.x, next, next_m);
                     const int64_t o = grp * kOuts + warp / kSplit;
                     const bool active = o < out;
-                    const float part = active ? gemv_loaded<F>(q, xs, c_begin, c_end, lane) : 0.0f;
+                    const float part = active ? gemv_loaded<F>(q, m, xs, c_begin, c_end, lane) : 0.0f;
                     const float sum = warp_sum(part);
                     if (lane == 0) red[warp][0] = sum;
                     __syncthreads();
@@ -278,7 +401,7 @@ __global__ void __launch_bounds__(kThreads, kTile == 4 && O == Operand::kF32 ? 1
                         float total = 0.0f;
 #pragma unroll
                         for (int k = 0; k < kSplit; ++k) total += red[warp + k][0];
-                        total = total * post + load_vec(bias, o);
+                        total = total * post_of(o) + load_vec(bias, o);
                         if (dst.y[seg] != nullptr) dst.y[seg][r * dst.n[seg] + col] = total;
                         if (dst.residual != nullptr) dst.residual[r * out + o] += total;
                     }
@@ -307,27 +430,28 @@ __global__ void __launch_bounds__(kThreads, kTile == 4 && O == Operand::kF32 ? 1
         for (int64_t grp = blockIdx.x; grp < groups; grp += gridDim.x) {
             const int64_t o = grp * kOuts + warp / kSplit;
             const bool active = o < out;
-            const uint4* wrow = reinterpret_cast<const uint4*>(
-                static_cast<const uint8_t*>(w) + (active ? o : 0) * in * (F == WFmt::kF32 ? 4 : 2));
+            const uint4* wrow = reinterpret_cast<const uint4*>(static_cast<const uint8_t*>(w) +
+                                                               (active ? o : 0) * row_bytes<F>(in));
+            const uint32_t* mrow = meta_row(active ? o : 0);
             float acc[kTile];
 #pragma unroll
             for (int j = 0; j < kTile; ++j) acc[j] = 0.0f;
             static_assert(kRows == 4, "the tile switch below");
             if constexpr (kTile == 1) {
-                if (active) gemv_tile<F, 1>(wrow, xs, in4, c_begin, c_end, lane, acc);
+                if (active) gemv_tile<F, 1>(wrow, mrow, im.cpg, xs, in4, c_begin, c_end, lane, acc);
             } else if (active) {
                 switch (nr) {
                     case 4:
-                        gemv_tile<F, 4>(wrow, xs, in4, c_begin, c_end, lane, acc);
+                        gemv_tile<F, 4>(wrow, mrow, im.cpg, xs, in4, c_begin, c_end, lane, acc);
                         break;
                     case 3:
-                        gemv_tile<F, 3>(wrow, xs, in4, c_begin, c_end, lane, acc);
+                        gemv_tile<F, 3>(wrow, mrow, im.cpg, xs, in4, c_begin, c_end, lane, acc);
                         break;
                     case 2:
-                        gemv_tile<F, 2>(wrow, xs, in4, c_begin, c_end, lane, acc);
+                        gemv_tile<F, 2>(wrow, mrow, im.cpg, xs, in4, c_begin, c_end, lane, acc);
                         break;
                     default:
-                        gemv_tile<F, 1>(wrow, xs, in4, c_begin, c_end, lane, acc);
+                        gemv_tile<F, 1>(wrow, mrow, im.cpg, xs, in4, c_begin, c_end, lane, acc);
                         break;
                 }
             }
@@ -345,7 +469,7 @@ __global__ void __launch_bounds__(kThreads, kTile == 4 && O == Operand::kF32 ? 1
                 float sum = 0.0f;
 #pragma unroll
                 for (int k = 0; k < kSplit; ++k) sum += red[warp + k][j];
-                sum = sum * post + load_vec(bias, o);
+                sum = sum * post_of(o) + load_vec(bias, o);
                 if (dst.y[seg] != nullptr) dst.y[seg][(r0 + j) * dst.n[seg] + col] = sum;
                 if (dst.residual != nullptr) dst.residual[(r0 + j) * out + o] += sum;
             }
@@ -367,7 +491,13 @@ void launch_op(const ops::LinearArgs& a, int64_t rows, const GemvOut& dst, const
                const Launch& ctx) {
     const auto& w = a.weight;
     const DeviceVector b = device_vector(w.b);
-    const int64_t groups = (w.out + kOuts - 1) / kOuts;
+    const int64_t groups = (w.out + kOutsOf<F> - 1) / kOutsOf<F>;
+    GemvIntMeta im;
+    if constexpr (F == WFmt::kInt8) im.meta = w.scales;
+    if constexpr (F == WFmt::kInt4) {
+        im.meta = w.zeros;
+        im.cpg = static_cast<int>(w.group_size / 32);
+    }
     const bool one = rows == 1;  // a one-row launch: the same arithmetic with more warps resident
     const int per_sm = 2;
     const int64_t max_blocks = static_cast<int64_t>(std::max(1, ctx.sm_count)) * per_sm;
@@ -379,11 +509,13 @@ void launch_op(const ops::LinearArgs& a, int64_t rows, const GemvOut& dst, const
     if (one) {
         auto* k = gemv_kernel<F, OP, 1>;
         allow_smem(k, smem);
-        k<<<grid, kThreads, smem, ctx.stream>>>(a.x, a.rows, w.w, b, dst, nm, rows, w.out, w.in, ctx.error);
+        k<<<grid, kThreads, smem, ctx.stream>>>(a.x, a.rows, w.w, im, b, dst, nm, rows, w.out, w.in,
+                                                ctx.error);
     } else {
         auto* k = gemv_kernel<F, OP, kRows>;
         allow_smem(k, smem);
-        k<<<grid, kThreads, smem, ctx.stream>>>(a.x, a.rows, w.w, b, dst, nm, rows, w.out, w.in, ctx.error);
+        k<<<grid, kThreads, smem, ctx.stream>>>(a.x, a.rows, w.w, im, b, dst, nm, rows, w.out, w.in,
+                                                ctx.error);
     }
     VOLT_CUDA_CHECK_LAUNCH();
 }
@@ -405,8 +537,15 @@ void launch_format(const ops::LinearArgs& a, Operand op, int64_t rows, const Gem
 
 bool linear_gemv_eligible(const ops::LinearArgs& a) {
     const auto& w = a.weight;
-    const bool fmt =
-        w.format == ops::Format::kF16 || w.format == ops::Format::kBf16 || w.format == ops::Format::kF32;
+    // Integer weights in the CUDA layout: whole 16-byte chunks per row (16 int8, 32 int4 codes) and, for
+    // int4, whole chunks per group (a chunk's codes share one scale|zero word).
+    const bool int8 =
+        w.format == ops::Format::kInt8 && w.cuda_layout && w.scales != nullptr && w.in % 16 == 0;
+    const bool int4 = w.format == ops::Format::kInt4 && w.cuda_layout && w.zeros != nullptr &&
+                      w.group_size > 0 && w.group_size % 32 == 0 && w.in % w.group_size == 0 &&
+                      reinterpret_cast<uintptr_t>(w.zeros) % 4 == 0;
+    const bool fmt = w.format == ops::Format::kF16 || w.format == ops::Format::kBf16 ||
+                     w.format == ops::Format::kF32 || int8 || int4;
     return fmt && w.in > 0 && w.in % 8 == 0 && reinterpret_cast<uintptr_t>(w.w) % 16 == 0 &&
            reinterpret_cast<uintptr_t>(a.x) % 16 == 0 && w.in <= kMaxIn;
 }
@@ -425,6 +564,10 @@ void launch_gemv_to(const ops::LinearArgs& a, Operand operand, const GemvOut& ds
             return launch_format<WFmt::kBf16>(a, operand, rows, dst, nm, ctx);
         case ops::Format::kF16:
             return launch_format<WFmt::kF16>(a, operand, rows, dst, nm, ctx);
+        case ops::Format::kInt8:
+            return launch_format<WFmt::kInt8>(a, operand, rows, dst, nm, ctx);
+        case ops::Format::kInt4:
+            return launch_format<WFmt::kInt4>(a, operand, rows, dst, nm, ctx);
         default:
             return launch_format<WFmt::kF32>(a, operand, rows, dst, nm, ctx);
     }

@@ -3,7 +3,8 @@
 // rows in chunks of 64). Lane l accumulates i = l, l + 32, ... in order (x rounded to the operand
 // format, W widened exactly, f32 FMA), then a fixed warp butterfly: every output's reduction order
 // depends on `in` only, so a row's result is the same alone or in any batch (ops.h contract).
-// Formats: W bf16, f16 or f32 [out, in]; b any vector format or absent. Straightforward on purpose;
+// Formats: W bf16, f16 or f32 [out, in], or int8 / int4 in the CUDA layout (cuda/placement.h; each element
+// dequantized exactly, device_util.cuh int_w); b any vector format or absent. Straightforward on purpose;
 // the fast GEMV/GEMM of issue 14 must keep a batch-independent order per shape.
 #include "cuda/cuda_check.h"
 #include "cuda/device_util.cuh"
@@ -19,8 +20,8 @@ constexpr int kRowsPerBlock = 64;
 template <WFmt F, Operand O>
 __global__ void __launch_bounds__(kThreads)
     linear_kernel(const float* __restrict__ x, const int32_t* __restrict__ rows, const void* __restrict__ w,
-                  DeviceVector bias, float* __restrict__ y, int64_t num_rows, int64_t out, int64_t in,
-                  int* error) {
+                  const void* __restrict__ wmeta, int64_t group, DeviceVector bias, float* __restrict__ y,
+                  int64_t num_rows, int64_t out, int64_t in, int* error) {
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int64_t o = static_cast<int64_t>(blockIdx.x) * kWarps + warp;
     if (o >= out) return;
@@ -47,7 +48,11 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
         for (int j = 0; j < kRowTile; ++j) acc[j] = 0.0f;
         for (int64_t i = lane; i < in; i += 32) {
-            const float wv = load_w<F>(w, wrow + i);
+            float wv;
+            if constexpr (F == WFmt::kInt8 || F == WFmt::kInt4)
+                wv = int_w<F>(w, wmeta, group, o, in, i);
+            else
+                wv = load_w<F>(w, wrow + i);
 #pragma unroll
             for (int j = 0; j < kRowTile; ++j)
                 if (j < nr) acc[j] += operand<O>(xr[j][i]) * wv;
@@ -66,18 +71,19 @@ void launch_format(const ops::LinearArgs& a, Operand op, int64_t rows, const Lau
     const auto& w = a.weight;
     const dim3 grid(grid_for(w.out, kWarps), grid_for(rows, kRowsPerBlock));
     const DeviceVector b = device_vector(w.b);
+    const void* meta = F == WFmt::kInt8 ? static_cast<const void*>(w.scales) : w.zeros;
     switch (op) {
         case Operand::kF32:
-            linear_kernel<F, Operand::kF32>
-                <<<grid, kThreads, 0, ctx.stream>>>(a.x, a.rows, w.w, b, a.y, rows, w.out, w.in, ctx.error);
+            linear_kernel<F, Operand::kF32><<<grid, kThreads, 0, ctx.stream>>>(
+                a.x, a.rows, w.w, meta, w.group_size, b, a.y, rows, w.out, w.in, ctx.error);
             break;
         case Operand::kF16:
-            linear_kernel<F, Operand::kF16>
-                <<<grid, kThreads, 0, ctx.stream>>>(a.x, a.rows, w.w, b, a.y, rows, w.out, w.in, ctx.error);
+            linear_kernel<F, Operand::kF16><<<grid, kThreads, 0, ctx.stream>>>(
+                a.x, a.rows, w.w, meta, w.group_size, b, a.y, rows, w.out, w.in, ctx.error);
             break;
         case Operand::kBf16:
-            linear_kernel<F, Operand::kBf16>
-                <<<grid, kThreads, 0, ctx.stream>>>(a.x, a.rows, w.w, b, a.y, rows, w.out, w.in, ctx.error);
+            linear_kernel<F, Operand::kBf16><<<grid, kThreads, 0, ctx.stream>>>(
+                a.x, a.rows, w.w, meta, w.group_size, b, a.y, rows, w.out, w.in, ctx.error);
             break;
     }
     VOLT_CUDA_CHECK_LAUNCH();
@@ -99,6 +105,14 @@ void launch_linear(const ops::LinearArgs& a, Operand operand, const Launch& ctx)
             return launch_format<WFmt::kF16>(a, operand, rows, ctx);
         case ops::Format::kF32:
             return launch_format<WFmt::kF32>(a, operand, rows, ctx);
+        case ops::Format::kInt8:
+            VOLT_CHECK(w.cuda_layout && w.scales != nullptr) << "cuda linear: int8 weights not placed";
+            return launch_format<WFmt::kInt8>(a, operand, rows, ctx);
+        case ops::Format::kInt4:
+            VOLT_CHECK(w.cuda_layout && w.zeros != nullptr && w.group_size > 0 && w.in % w.group_size == 0 &&
+                       w.in % 8 == 0)
+                << "cuda linear: int4 weights not placed in the CUDA layout";
+            return launch_format<WFmt::kInt4>(a, operand, rows, ctx);
         default:
             VOLT_CHECK(false) << "cuda linear: no " << ops::format_name(w.format) << " weights yet";
     }

@@ -27,6 +27,7 @@
 #include "model/kv_store.h"
 #include "model/loader.h"
 #include "model/sequence_runner.h"
+#include "quant/int_weights.h"
 
 namespace volt::cuda {
 namespace {
@@ -267,7 +268,7 @@ TEST(CudaOps, KvWriteAndAttentionMatchCpu) {
     const int64_t prior[3] = {0, 20, 37}, qlen[3] = {5, 1, 3};
     const int64_t bs = 16, max_blocks = 4, num_blocks = 12;
     for (const Heads& h : heads) {
-        for (ops::Format kvf : {ops::Format::kF32, ops::Format::kF16}) {
+        for (ops::Format kvf : {ops::Format::kF32, ops::Format::kF16, ops::Format::kInt8}) {
             for (int64_t window : {0, 8}) {
                 for (CudaBackend* gpu : {f32.get(), f16.get()}) {
                     const std::string what = "attention nh " + std::to_string(h.nh) + " nkv " +
@@ -287,22 +288,54 @@ TEST(CudaOps, KvWriteAndAttentionMatchCpu) {
                             slots.push_back(tables[s * max_blocks + j / bs] * bs + j % bs);
                     slots.push_back(-1);  // skipped
                     const auto nk = static_cast<int64_t>(slots.size());
-                    const int64_t row = h.nkv * h.d, elem = kvf == ops::Format::kF32 ? 4 : 2;
-                    const std::vector<float> k = randn(nk * row, h.d * 3), v = randn(nk * row, h.d * 5);
+                    const bool int8 = kvf == ops::Format::kInt8;
+                    const int64_t row = h.nkv * h.d, elem = kvf == ops::Format::kF32   ? 4
+                                                            : kvf == ops::Format::kF16 ? 2
+                                                                                       : 1;
+                    std::vector<float> k = randn(nk * row, h.d * 3), v = randn(nk * row, h.d * 5);
+                    if (int8) {
+                        // int8 (ops/kv_int8.h): key 0's first head all zero (s = 0), key 1's first V head
+                        // on the grid of s = 1 with ties (0.5 -> 0, 1.5 -> 2, -2.5 -> -2: rint, not round).
+                        std::fill(k.begin(), k.begin() + h.d, 0.0f);
+                        for (int64_t i = 0; i < h.d; ++i) v[row + i] = static_cast<float>(i % 7) - 2.5f;
+                        v[row] = 127.0f;
+                    }
                     std::vector<uint8_t> ck(num_blocks * bs * row * elem, 0), cv(ck.size(), 0);
-                    ops::KvLayer ckv{kvf, ck.data(), cv.data(), num_blocks, bs};
+                    // int8: the scales [num_blocks, bs, nkv] f32 (else unused).
+                    std::vector<float> cks(int8 ? num_blocks * bs * h.nkv : 0, 0.0f), cvs(cks.size(), 0.0f);
+                    ops::KvLayer ckv{kvf,
+                                     ck.data(),
+                                     cv.data(),
+                                     num_blocks,
+                                     bs,
+                                     int8 ? cks.data() : nullptr,
+                                     int8 ? cvs.data() : nullptr};
                     cpu::kv_write({k.data(), v.data(), slots.data(), ckv, nk, h.nkv, h.d});
                     auto gk = gpu->alloc(static_cast<int64_t>(ck.size()));
                     auto gv = gpu->alloc(static_cast<int64_t>(cv.size()));
                     ASSERT_TRUE(gk.is_ok() && gv.is_ok());
                     gpu->fill(gk->data(), 0, static_cast<int64_t>(ck.size()));
                     gpu->fill(gv->data(), 0, static_cast<int64_t>(cv.size()));
-                    ops::KvLayer gkv{kvf, gk->data(), gv->data(), num_blocks, bs};
+                    ops::Buffer gks = put(*gpu, cks), gvs = put(*gpu, cvs);  // zeros, like the CPU's
+                    ops::KvLayer gkv{kvf,
+                                     gk->data(),
+                                     gv->data(),
+                                     num_blocks,
+                                     bs,
+                                     int8 ? gks.as<float>() : nullptr,
+                                     int8 ? gvs.as<float>() : nullptr};
                     ops::Buffer dk = put(*gpu, k), dv = put(*gpu, v), ds = put(*gpu, slots);
                     gpu->kv_write({dk.as<float>(), dv.as<float>(), ds.as<int64_t>(), gkv, nk, h.nkv, h.d});
                     std::vector<uint8_t> back(ck.size());
                     gpu->download(back.data(), gk->data(), static_cast<int64_t>(back.size()));
                     EXPECT_EQ(back, ck) << what << ": K cache";
+                    if (int8) {
+                        // The format's rounding rules are exact: codes and scales bitwise the CPU's.
+                        gpu->download(back.data(), gv->data(), static_cast<int64_t>(back.size()));
+                        EXPECT_EQ(back, cv) << what << ": V cache";
+                        EXPECT_EQ(get<float>(*gpu, gks, static_cast<int64_t>(cks.size())), cks) << what;
+                        EXPECT_EQ(get<float>(*gpu, gvs, static_cast<int64_t>(cvs.size())), cvs) << what;
+                    }
 
                     const int64_t T = qlen[0] + qlen[1] + qlen[2];
                     const std::vector<int32_t> lens = {5, 21, 40}, qsl = {0, 5, 6, 9};
@@ -1008,6 +1041,231 @@ TEST(CudaOps, FusedNormGemvIsBitwiseRmsnormThenGemv) {
             }
             EXPECT_EQ(ids[0], ids[1]) << dtype << " T " << T;
             EXPECT_EQ(std::memcmp(wts[0].data(), wts[1].data(), wts[0].size() * 4), 0) << dtype << " T " << T;
+        }
+    }
+}
+
+// The int8 KV cache's special vectors (ops/kv_int8.h): NaN or inf anywhere stores s = NaN and q = 0, a
+// vector whose scale underflows stores s = 0 and q = 0, subnormal scales and the clamp at +-127: kv_write
+// bitwise the CPU's. Then copy_blocks and swap_blocks move the scales with the codes (swapped out and back
+// in, every byte of every pool equal).
+TEST(CudaOps, Int8KvSpecialValuesAndBlockMoves) {
+    auto gpu = make_backend("half");
+    VOLT_NEED_GPU(gpu);
+    ASSERT_TRUE(gpu->supports_kv_format(ops::Format::kInt8));
+    const int64_t nkv = 2, d = 64, bs = 4, nb = 4, T = 8, row = nkv * d;
+    std::vector<float> k = randn(T * row, 41, 3.0f), v = randn(T * row, 42, 1e-3f);
+    k[0 * row + 5] = std::nanf("");
+    k[1 * row + d + 7] = INFINITY;
+    v[2 * row + 3] = -INFINITY;
+    for (int64_t i = 0; i < d; ++i) {
+        k[3 * row + i] = std::ldexp(static_cast<float>(i % 5), -148);      // s = max / 127 underflows to 0
+        v[3 * row + i] = std::ldexp(static_cast<float>(i) - 31.5f, -128);  // subnormal s
+        k[4 * row + d + i] = i % 2 ? 1e30f : -3e29f;                       // large
+    }
+    std::vector<int64_t> slots(T);
+    for (int64_t t = 0; t < T; ++t) slots[t] = (t * 5 + 3) % (nb * bs);
+    std::vector<int8_t> ck(nb * bs * row, 0), cv(ck.size(), 0);
+    std::vector<float> cks(nb * bs * nkv, 0.0f), cvs(cks.size(), 0.0f);
+    cpu::kv_write({k.data(), v.data(), slots.data(),
+                   ops::KvLayer{ops::Format::kInt8, ck.data(), cv.data(), nb, bs, cks.data(), cvs.data()}, T,
+                   nkv, d});
+    ops::Buffer gk = put(*gpu, std::vector<int8_t>(ck.size(), 0)),
+                gv = put(*gpu, std::vector<int8_t>(cv.size(), 0)),
+                gks = put(*gpu, std::vector<float>(cks.size(), 0.0f)),
+                gvs = put(*gpu, std::vector<float>(cvs.size(), 0.0f));
+    const ops::KvLayer layer{ops::Format::kInt8, gk.data(),      gv.data(), nb, bs,
+                             gks.as<float>(),    gvs.as<float>()};
+    ops::Buffer dk = put(*gpu, k), dv = put(*gpu, v), ds = put(*gpu, slots);
+    gpu->kv_write({dk.as<float>(), dv.as<float>(), ds.as<int64_t>(), layer, T, nkv, d});
+    auto bits = [](const std::vector<float>& f) {
+        std::vector<uint32_t> u(f.size());
+        std::memcpy(u.data(), f.data(), f.size() * 4);
+        return u;
+    };
+    EXPECT_EQ(get<int8_t>(*gpu, gk, static_cast<int64_t>(ck.size())), ck);
+    EXPECT_EQ(get<int8_t>(*gpu, gv, static_cast<int64_t>(cv.size())), cv);
+    EXPECT_EQ(bits(get<float>(*gpu, gks, static_cast<int64_t>(cks.size()))), bits(cks));  // NaN bits too
+    EXPECT_EQ(bits(get<float>(*gpu, gvs, static_cast<int64_t>(cvs.size()))), bits(cvs));
+    EXPECT_TRUE(std::isnan(cks[slots[0] * nkv])) << "the CPU's own rule (kv_int8.h)";
+    EXPECT_EQ(cks[slots[3] * nkv], 0.0f);
+
+    // copy_blocks: block 1 := block 2 (codes and scales); then swap blocks 0..3 out and back in.
+    const int64_t block_bytes = bs * nkv * (d + 4), scale_block = bs * nkv * 4;
+    auto pools = [&] {
+        return std::vector<std::vector<uint8_t>>{
+            get<uint8_t>(*gpu, gk, nb * bs * row), get<uint8_t>(*gpu, gv, nb * bs * row),
+            get<uint8_t>(*gpu, gks, nb * bs * nkv * 4), get<uint8_t>(*gpu, gvs, nb * bs * nkv * 4)};
+    };
+    std::vector<std::vector<uint8_t>> want = pools();
+    const int32_t src[1] = {2}, dst[1] = {1};
+    gpu->copy_blocks({&layer, 1, src, dst, 1, block_bytes, scale_block});
+    for (auto& p : want) {
+        const size_t per = p.size() / nb;
+        std::copy(p.begin() + 2 * per, p.begin() + 3 * per, p.begin() + 1 * per);
+    }
+    EXPECT_EQ(pools(), want) << "copy_blocks";
+    auto host = gpu->alloc_host(nb * 2 * block_bytes);
+    ASSERT_TRUE(host.is_ok()) << host.status().to_string();
+    const int32_t dev_ids[4] = {0, 1, 2, 3}, host_ids[4] = {3, 2, 1, 0};
+    gpu->swap_blocks({&layer, 1, host->data(), dev_ids, host_ids, 4, block_bytes, true, scale_block});
+    gpu->synchronize();
+    // The host layout (ops.h SwapBlocksArgs): host block h = [K codes, K scales, V codes, V scales].
+    const auto* hp = static_cast<const uint8_t*>(host->data());
+    for (int64_t i = 0; i < 4; ++i) {
+        const uint8_t* hb = hp + host_ids[i] * 2 * block_bytes;
+        const int64_t codes = bs * row;
+        EXPECT_EQ(0, std::memcmp(hb, want[0].data() + i * codes, codes)) << "K codes of block " << i;
+        EXPECT_EQ(0, std::memcmp(hb + codes, want[2].data() + i * scale_block, scale_block)) << i;
+        EXPECT_EQ(0, std::memcmp(hb + block_bytes, want[1].data() + i * codes, codes)) << "V codes " << i;
+        EXPECT_EQ(0, std::memcmp(hb + block_bytes + codes, want[3].data() + i * scale_block, scale_block))
+            << i;
+    }
+    for (ops::Buffer* b : {&gk, &gv, &gks, &gvs}) gpu->fill(b->data(), 0xff, b->bytes());
+    gpu->swap_blocks({&layer, 1, host->data(), dev_ids, host_ids, 4, block_bytes, false, scale_block});
+    EXPECT_EQ(pools(), want) << "swapped out and back in";
+}
+
+// Integer weights (INT8, AWQ int4 in groups of 32, 64, 128 and 16: the last takes the basic kernel) on the
+// GEMV: against the CPU twin with the same operands, a row alone bitwise equal to the same row inside a
+// batch of 17 (the one-row pipelined path vs 4-row tiles), the fused o_proj + residual bitwise linear + add,
+// prompt rows (the tensor-core GEMM on sm_80+ with f16/bf16 operands) against the CPU and alone vs in 17,
+// and final_logits (rmsnorm fused) against the CPU; the basic kernels (--cuda-kernels basic) against the
+// CPU too.
+TEST(CudaOps, IntegerWeightsMatchCpuAndAreBatchInvariant) {
+    const char* env = std::getenv("VOLT_CUDA_TEST_KERNELS");
+    const bool sm70 = env != nullptr && std::string(env) == "sm70";
+    struct IntCase {
+        ops::Format f;
+        int64_t group;
+    };
+    const int64_t T = 17, in = edge_only() ? 256 : 2880, out = edge_only() ? 136 : 1000;
+    for (const char* dtype : {"half", "float", "bfloat16"}) {
+        auto fast = make_backend(dtype, sm70 ? "sm70" : "auto");
+        if (!fast && std::string(dtype) == "bfloat16") continue;  // compute capability < 8.0
+        VOLT_NEED_GPU(fast);
+        auto basic = make_backend(dtype, sm70 ? "sm70-basic" : "basic");
+        ASSERT_TRUE(basic);
+        for (const IntCase& ic : {IntCase{ops::Format::kInt8, 0}, IntCase{ops::Format::kInt4, 64},
+                                  IntCase{ops::Format::kInt4, 128}, IntCase{ops::Format::kInt4, 32},
+                                  IntCase{ops::Format::kInt4, 16}}) {
+            if (in % std::max<int64_t>(ic.group, 1) != 0) continue;
+            const std::string what =
+                std::string(ops::format_name(ic.f)) + " group " + std::to_string(ic.group) + " " + dtype;
+            // Weights quantized from N(0, 0.02) by the convert quantizers (quant/int_weights.h).
+            const std::vector<float> wf = randn(out * in, 51, 0.02f);
+            std::vector<int8_t> q8;
+            std::vector<uint16_t> s16;
+            std::vector<int32_t> qw, qz;
+            ops::DenseWeight hw;
+            hw.format = ic.f;
+            hw.out = out;
+            hw.in = in;
+            if (ic.f == ops::Format::kInt8) {
+                q8.resize(out * in);
+                s16.resize(out);
+                for (int64_t o = 0; o < out; ++o)
+                    ASSERT_TRUE(quant::quantize_int8_row(wf.data() + o * in, in, q8.data() + o * in, &s16[o])
+                                    .is_ok());
+                hw.w = q8.data();
+            } else {
+                qw.resize(in * out / 8);
+                qz.resize(in / ic.group * out / 8);
+                s16.resize(in / ic.group * out);
+                ASSERT_TRUE(
+                    quant::quantize_awq(wf.data(), out, in, ic.group, qw.data(), qz.data(), s16.data())
+                        .is_ok());
+                hw.w = qw.data();
+                hw.zeros = qz.data();
+                hw.group_size = ic.group;
+            }
+            hw.scales = s16.data();
+            const std::vector<uint16_t> bias = to_bf16(randn(out, 52, 0.5f));
+            hw.b = {ops::Format::kBf16, bias.data(), out};
+            const std::vector<float> x = randn(T * in, 53, 3.0f);
+            // The CPU twin with the operands the GPU multiplies (x rounded to the operand format).
+            std::vector<float> xo = x;
+            for (float& e : xo)
+                e = fast->operand() == Operand::kF16    ? f16_to_f32(f32_to_f16(e))
+                    : fast->operand() == Operand::kBf16 ? bf16_to_f32(f32_to_bf16(e))
+                                                        : e;
+            std::vector<float> want(T * out);
+            cpu::linear({.x = xo.data(), .weight = hw, .y = want.data(), .num_tokens = T});
+            for (int which = 0; which < 2; ++which) {
+                CudaBackend& be = which == 0 ? *fast : *basic;
+                const std::string w2 = what + (which == 0 ? " fast" : " basic");
+                std::vector<ops::Buffer> owned;
+                auto dw = be.place_dense(hw, ops::WeightRole::kAttention, &owned);
+                ASSERT_TRUE(dw.is_ok()) << dw.status().to_string();
+                EXPECT_TRUE(dw->cuda_layout);
+                ops::Buffer dx = put(be, x), dy = poisoned<float>(be, T * out);
+                be.linear({dx.as<float>(), *dw, dy.as<float>(), T});
+                const std::vector<float> y = get<float>(be, dy, T * out);
+                expect_close(y, want, 2e-5, 1e-5, "linear " + w2);
+                for (int64_t r : {int64_t{0}, int64_t{5}, int64_t{16}}) {
+                    const std::vector<float> xr(x.begin() + r * in, x.begin() + (r + 1) * in);
+                    ops::Buffer dxr = put(be, xr), dyr = poisoned<float>(be, out);
+                    be.linear({dxr.as<float>(), *dw, dyr.as<float>(), 1});
+                    const std::vector<float> yr = get<float>(be, dyr, out);
+                    for (int64_t o = 0; o < out; ++o)
+                        ASSERT_EQ(yr[o], y[r * out + o])
+                            << w2 << ": row " << r << " alone vs in 17, output " << o;
+                }
+                // o_proj_residual: x0 + (W a + b), bitwise the linear's outputs added in f32.
+                const std::vector<float> res0 = randn(T * out, 54, 100.0f);
+                ops::Buffer dres = put(be, res0), dout = poisoned<float>(be, T * out);
+                ops::DenseWeight ow = *dw;
+                be.o_proj_residual({dx.as<float>(), ow, dres.as<float>(), dout.as<float>(), T, true, 0});
+                const std::vector<float> res = get<float>(be, dres, T * out);
+                for (int64_t i = 0; i < T * out; ++i)
+                    ASSERT_EQ(res[i], res0[i] + y[i]) << w2 << " o_proj " << i;
+                // Prompt rows (ops.h prompt_rows: the tensor-core GEMM where it runs, else the GEMV): all 17
+                // rows as prompt rows against the CPU, and row 5 alone as a prompt row bitwise the same.
+                {
+                    const std::vector<float> z(T * out, 0.0f);
+                    ops::Buffer dz = put(be, z), dp = poisoned<float>(be, T * out);
+                    be.o_proj_residual({dx.as<float>(), ow, dz.as<float>(), dp.as<float>(), T, true, T});
+                    const std::vector<float> yp = get<float>(be, dp, T * out);
+                    expect_close(yp, want, 2e-3, 1e-5, "prompt rows " + w2);
+                    const std::vector<float> x5(x.begin() + 5 * in, x.begin() + 6 * in), z5(out, 0.0f);
+                    ops::Buffer dx5 = put(be, x5), dz5 = put(be, z5), dp5 = poisoned<float>(be, out);
+                    be.o_proj_residual({dx5.as<float>(), ow, dz5.as<float>(), dp5.as<float>(), 1, true, 1});
+                    const std::vector<float> y5 = get<float>(be, dp5, out);
+                    for (int64_t o = 0; o < out; ++o)
+                        ASSERT_EQ(y5[o], yp[5 * out + o])
+                            << w2 << ": prompt row 5 alone vs in 17, output " << o;
+                }
+                // final_logits (lm_head role): rows 16, 3 of x normed (f32 gain) then the GEMV.
+                std::vector<ops::Buffer> owned2;
+                auto lw = be.place_dense(hw, ops::WeightRole::kLmHead, &owned2);
+                ASSERT_TRUE(lw.is_ok()) << lw.status().to_string();
+                const std::vector<uint16_t> gain = to_bf16(randn(in, 55, 0.3f));
+                const ops::VectorWeight hg{ops::Format::kBf16, gain.data(), in};
+                auto dg = be.place_vector(hg, &owned2);
+                ASSERT_TRUE(dg.is_ok());
+                const std::vector<int32_t> rows = {16, 3};
+                ops::Buffer drows = put(be, rows), dh = poisoned<float>(be, 2 * in),
+                            dl = poisoned<float>(be, 2 * out);
+                be.final_logits({dx.as<float>(), *dg, *lw, drows.as<int32_t>(), 2, in, 1e-5f, dh.as<float>(),
+                                 dl.as<float>()});
+                std::vector<float> h(2 * in), hl(2 * out);
+                cpu::rmsnorm({.x = x.data(),
+                              .w = hg,
+                              .y = h.data(),
+                              .num_rows = 2,
+                              .hidden = in,
+                              .eps = 1e-5f,
+                              .rows = rows.data()});
+                for (float& e : h)
+                    e = be.operand() == Operand::kF16    ? f16_to_f32(f32_to_f16(e))
+                        : be.operand() == Operand::kBf16 ? bf16_to_f32(f32_to_bf16(e))
+                                                         : e;
+                cpu::linear({.x = h.data(), .weight = hw, .y = hl.data(), .num_tokens = 2});
+                // The GPU's rmsnorm differs from the CPU's in its last bits, which may move an operand
+                // by one f16/bf16 ulp: the linear entry's tolerance for those modes.
+                expect_close(get<float>(be, dl, 2 * out), hl, be.operand() == Operand::kF32 ? 2e-5 : 5e-3,
+                             1e-5, "final_logits " + w2);
+            }
         }
     }
 }
