@@ -11,6 +11,7 @@
 #include "cpu/comm_tags.h"
 #include "cuda/cuda_backend.h"
 #include "cuda/cuda_check.h"
+#include "cuda/grow_scratch.h"
 #include "cuda/host_rendezvous.h"
 #include "cuda/launch.h"
 #include "cuda/peer_access.h"
@@ -221,17 +222,7 @@ class NcclCommunicator : public ops::Communicator {
     }
     // [count] floats of this rank's gather scratch, grown after the stream drains.
     float* grow_scratch(int64_t count) {
-        if (scratch_count_ >= count) return scratch_;
-        if (scratch_ != nullptr) {
-            VOLT_CUDA_CHECK(cudaStreamSynchronize(stream_));
-            VOLT_CUDA_CHECK(cudaFree(scratch_));
-            scratch_ = nullptr;
-            scratch_count_ = 0;
-        }
-        VOLT_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&scratch_),
-                                   static_cast<size_t>(std::max<int64_t>(count, 64)) * sizeof(float)));
-        scratch_count_ = count;
-        return scratch_;
+        return grow_f32_scratch(&scratch_, &scratch_count_, count, stream_);
     }
 
     std::shared_ptr<NcclGroupState> g_;

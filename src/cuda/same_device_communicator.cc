@@ -8,6 +8,7 @@
 #include "cpu/comm_tags.h"
 #include "cuda/cuda_backend.h"
 #include "cuda/cuda_check.h"
+#include "cuda/grow_scratch.h"
 #include "cuda/host_rendezvous.h"
 #include "cuda/launch.h"
 
@@ -207,17 +208,7 @@ class SameDeviceCommunicator : public ops::Communicator {
   private:
     // This rank's sum scratch, at least count floats (grown after this rank's stream drains).
     float* grow_scratch(int64_t count) {
-        if (scratch_count_ >= count) return scratch_;
-        if (scratch_ != nullptr) {
-            VOLT_CUDA_CHECK(cudaStreamSynchronize(stream_));
-            VOLT_CUDA_CHECK(cudaFree(scratch_));
-            scratch_ = nullptr;
-            scratch_count_ = 0;
-        }
-        VOLT_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&scratch_),
-                                   static_cast<size_t>(std::max<int64_t>(count, 64)) * sizeof(float)));
-        scratch_count_ = count;
-        return scratch_;
+        return grow_f32_scratch(&scratch_, &scratch_count_, count, stream_);
     }
 
     std::shared_ptr<SameDeviceGroupState> g_;
