@@ -535,10 +535,11 @@ Result<ops::QkvWeights> CudaBackend::place_qkv(const ops::QkvWeights& host, std:
                          hq.in == hk.in && hq.in == hv.in && hq.in % 8 == 0 && same_bias &&
                          (hq.format == ops::Format::kBf16 || hq.format == ops::Format::kF16 ||
                           hq.format == ops::Format::kF32 || int8 || int4);
-    if (dispatch_.uses(OpKind::kLinear, "linear_gemv_ld128_f32acc") && fusable && (int8 || int4)) {
-        // The same fusion for integer weights, in their host layouts: int8 rows (and their scales)
-        // concatenate; AWQ's [in, out / 8] words, [in / g, out / 8] zeros and [in / g, out] scales
-        // concatenate along out, row by row. place_dense then repacks the fused tensor.
+    if (dispatch_.uses(OpKind::kLinear, "linear_gemv_ld128_f32acc") && fusable) {
+        // Fused at load: one [q | k | v] weight read by one GEMV launch (qkv_rope_kvwrite below), in the
+        // host layouts: f16/bf16/f32 and int8 rows (and int8's scales) concatenate; AWQ's [in, out / 8]
+        // words, [in / g, out / 8] zeros and [in / g, out] scales concatenate along out, row by row.
+        // place_dense then places (integer weights: repacks) the fused tensor.
         const int64_t rows = hq.out + hk.out + hv.out, in = hq.in;
         std::vector<uint8_t> w, z, sc, b;
         auto cat_rows = [](std::vector<uint8_t>* dst, int64_t n_rows,
@@ -554,7 +555,8 @@ Result<ops::QkvWeights> CudaBackend::place_qkv(const ops::QkvWeights& host, std:
         if (int8) {
             cat_rows(&w, 1, {{hq.w, hq.out * in}, {hk.w, hk.out * in}, {hv.w, hv.out * in}});
             cat_rows(&sc, 1, {{hq.scales, hq.out * 2}, {hk.scales, hk.out * 2}, {hv.scales, hv.out * 2}});
-        } else {
+            f.scales = reinterpret_cast<const uint16_t*>(sc.data());
+        } else if (int4) {
             if (hq.zeros == nullptr || hk.zeros == nullptr || hv.zeros == nullptr || hq.out % 8 != 0 ||
                 hk.out % 8 != 0 || hv.out % 8 != 0)
                 return invalid_argument("int4 q/k/v weights without zero points or with out % 8 != 0");
@@ -564,45 +566,16 @@ Result<ops::QkvWeights> CudaBackend::place_qkv(const ops::QkvWeights& host, std:
             cat_rows(&sc, groups,
                      {{hq.scales, hq.out * 2}, {hk.scales, hk.out * 2}, {hv.scales, hv.out * 2}});
             f.zeros = z.data();
+            f.scales = reinterpret_cast<const uint16_t*>(sc.data());
+        } else {
+            const int64_t eb = format_bytes(hq.format);
+            cat_rows(&w, 1, {{hq.w, hq.out * in * eb}, {hk.w, hk.out * in * eb}, {hv.w, hv.out * in * eb}});
         }
         f.w = w.data();
-        f.scales = reinterpret_cast<const uint16_t*>(sc.data());
         f.b = {};
         if (hq.b.data != nullptr) {
             const int64_t vb = vec_bytes(hq.b.format);
             cat_rows(&b, 1, {{hq.b.data, hq.b.n * vb}, {hk.b.data, hk.b.n * vb}, {hv.b.data, hv.b.n * vb}});
-            f.b = {hq.b.format, b.data(), rows};
-        }
-        ops::QkvWeights q;
-        VOLT_ASSIGN_OR_RETURN(q.q, place_dense(f, ops::WeightRole::kAttention, owned));
-        q.k = hk;
-        q.k.w = nullptr;  // fused(): q holds all three
-        q.k.b = {};
-        q.v = hv;
-        q.v.w = nullptr;
-        q.v.b = {};
-        return q;
-    }
-    if (dispatch_.uses(OpKind::kLinear, "linear_gemv_ld128_f32acc") && fusable) {
-        // Fused at load: one [q | k | v] weight read by one GEMV launch (qkv_rope_kvwrite below).
-        const int64_t eb = format_bytes(hq.format), rows = hq.out + hk.out + hv.out;
-        std::vector<uint8_t> w(rows * hq.in * eb);
-        int64_t off = 0;
-        for (const ops::DenseWeight* p : {&hq, &hk, &hv}) {
-            std::memcpy(w.data() + off, p->w, p->out * p->in * eb);
-            off += p->out * p->in * eb;
-        }
-        std::vector<uint8_t> b;
-        ops::DenseWeight f = hq;
-        f.w = w.data();
-        f.out = rows;
-        f.b = {};
-        if (hq.b.data != nullptr) {
-            const int64_t vb = vec_bytes(hq.b.format);
-            for (const ops::DenseWeight* p : {&hq, &hk, &hv}) {
-                const auto* src = static_cast<const uint8_t*>(p->b.data);
-                b.insert(b.end(), src, src + p->b.n * vb);
-            }
             f.b = {hq.b.format, b.data(), rows};
         }
         ops::QkvWeights q;
