@@ -22,6 +22,7 @@ MAX_SHARED = 96 * 1024
 ALLOWED_STACK = {
     "rope_kernel": "cosf/sinf's exact large-argument reduction (libdevice's Payne-Hanek) keeps its table "
                    "on the stack; no spill (ptxas reports 0 spill stores)",
+    "rope_kv_write_kernel": "rope_kernel's cosf/sinf (the same Payne-Hanek table on the stack); no spill",
     "gemv_kernel": "the 56-byte GemvOut parameter (three output segments of a fused q|k|v GEMV) copied to "
                    "the stack because the epilogue picks a segment by a runtime index; once per output "
                    "group, no spill; the code as measured on the H200 (docs/performance.md, issue 14). "

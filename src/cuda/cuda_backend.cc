@@ -632,9 +632,15 @@ void CudaBackend::qkv_rope_kvwrite(const ops::QkvRopeKvWriteArgs& a) {
             launch_linear_gemv_split3_norm(la, a.norm, a.eps, a.q + P * qd, qd, a.k + P * kvd, kvd,
                                            a.v + P * kvd, kvd, operand_, ctx());
     }
-    launch_rope({a.q, a.k, a.positions, a.inv_freq, a.mscale, T, a.num_heads, a.num_kv_heads, a.head_dim},
-                ctx());
-    launch_kv_write({a.k, a.v, a.slot_mapping, a.kv, T, a.num_kv_heads, a.head_dim}, ctx());
+    const ops::RopeArgs rope{a.q, a.k,         a.positions,    a.inv_freq, a.mscale,
+                             T,   a.num_heads, a.num_kv_heads, a.head_dim};
+    const ops::KvWriteArgs kvw{a.k, a.v, a.slot_mapping, a.kv, T, a.num_kv_heads, a.head_dim};
+    if (a.slot_mapping != nullptr && (a.kv.format == ops::Format::kF16 || a.kv.format == ops::Format::kF32)) {
+        launch_rope_kv_write(rope, kvw, ctx());  // one launch, the same bits
+        return;
+    }
+    launch_rope(rope, ctx());
+    launch_kv_write(kvw, ctx());
 }
 
 Result<ops::ExpertWeights> CudaBackend::place_experts(const ops::ExpertWeights& host,

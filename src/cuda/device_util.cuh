@@ -188,6 +188,51 @@ __device__ __forceinline__ Ranked warp_best(Ranked r) {
     }
     return r;
 }
+// Router top-k + softmax of one row by one warp (spec §3.6, reference cpu::router): row [E] f32 logits,
+// E <= 32 kPerLane, 1 <= k <= 32. The k largest in order (ties to the lower id: the CPU's stable sort),
+// each pass picking the best that ranks after the previous pick; then softmax over the k in f32 with the
+// top-1 logit subtracted, summed in rank order (every lane sums the same values in the same order), ids[j]
+// and weights[j] written by lane j. The logits are read once into registers (the loop it replaced,
+// kept for larger E, read them again every pass and went through global memory for the softmax).
+template <int kPerLane>
+__device__ __forceinline__ void warp_topk_softmax(const float* row, int64_t E, int64_t k, int32_t* ids,
+                                                  float* weights) {
+    const int lane = threadIdx.x & 31;
+    float v[kPerLane];
+#pragma unroll
+    for (int i = 0; i < kPerLane; ++i) {
+        const int64_t e = lane + 32 * i;
+        v[i] = e < E ? row[e] : 0.0f;
+    }
+    Ranked prev{0.0f, -1};
+    float mine = 0.0f;  // lane j: the logit of pick j
+    int32_t mine_id = -1;
+    float top = 0.0f;
+    for (int64_t j = 0; j < k; ++j) {
+        Ranked best{0.0f, -1};
+#pragma unroll
+        for (int i = 0; i < kPerLane; ++i) {
+            const int64_t e = lane + 32 * i;
+            const Ranked c{v[i], static_cast<int32_t>(e)};
+            if (e < E && (prev.id < 0 || ranks_before(prev, c)) && ranks_before(c, best)) best = c;
+        }
+        best = warp_best(best);
+        if (j == 0) top = best.value;
+        if (lane == j) {
+            mine = best.value;
+            mine_id = best.id;
+        }
+        prev = best;
+    }
+    const float p = expf(mine - top);
+    float sum = 0.0f;
+    for (int64_t j = 0; j < k; ++j) sum += __shfl_sync(kFullMask, p, static_cast<int>(j));
+    if (lane < k) {
+        ids[lane] = mine_id;
+        weights[lane] = p / sum;
+    }
+}
+
 // `smem` holds 32 Ranked.
 template <int kThreads>
 __device__ __forceinline__ Ranked block_best(Ranked r, Ranked* smem) {

@@ -48,6 +48,9 @@ void launch_rmsnorm(const ops::RmsNormArgs& a, const Launch& ctx);
 void launch_linear(const ops::LinearArgs& a, Operand operand, const Launch& ctx);
 void launch_rope(const ops::RopeArgs& a, const Launch& ctx);
 void launch_kv_write(const ops::KvWriteArgs& a, const Launch& ctx);
+// launch_rope then launch_kv_write in one launch (kernels/rope.cu; f16 / f32 caches, w.k == a.k): the
+// same bits.
+void launch_rope_kv_write(const ops::RopeArgs& a, const ops::KvWriteArgs& w, const Launch& ctx);
 void launch_attention(const ops::AttentionArgs& a, const Launch& ctx);
 // Top-k + softmax over router logits [T, E] already computed (kernels/router.cu).
 void launch_router_topk(const float* logits, int64_t num_tokens, int64_t num_experts, int64_t top_k,

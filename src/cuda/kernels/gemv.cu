@@ -336,7 +336,7 @@ __global__ void __launch_bounds__(kThreads, kTile == 4 && O == Operand::kF32 ? 1
     if constexpr (kTile == 1) {
         // One row and at most kPipe chunks a lane: the block's groups are software-pipelined, the next
         // group's weights in flight while this one is computed (and the first group's while x is staged).
-        if (c_end - c_begin <= 32 * kPipe) {
+        if (run <= 32 * kPipe) {  // run: every warp's run is at most this (uniform over the block)
             auto load = [&](int64_t grp, uint4* q, uint32_t* m) {
                 const int64_t o = grp * kOuts + warp / kSplit;
                 if (grp >= groups || o >= out) return;

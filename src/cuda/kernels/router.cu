@@ -2,7 +2,9 @@
 // f32 operands: routing is discontinuous, so it never sees rounded activations): the k largest in
 // order, ties to the lower index (the CPU's stable sort), then softmax over the k in f32 with the
 // top-1 logit subtracted, summed in rank order. One warp per token: pass j picks the best expert that
-// ranks after pass j-1's pick. Reference: cpu::router.
+// ranks after pass j-1's pick. Reference: cpu::router. E <= 256 and k <= 32 (gpt-oss: 32 or 128 experts,
+// k = 4) keep the row in registers (device_util.cuh warp_topk_softmax); larger ones take the loop over
+// global memory. Both give the same bits.
 #include "cuda/cuda_check.h"
 #include "cuda/device_util.cuh"
 
@@ -41,6 +43,15 @@ __global__ void router_topk_kernel(const float* __restrict__ logits, int64_t num
     }
 }
 
+// The same picks and weights from registers (device_util.cuh warp_topk_softmax): E <= 32 kPerLane, k <= 32.
+template <int kPerLane>
+__global__ void router_topk_reg_kernel(const float* __restrict__ logits, int64_t num_experts, int64_t top_k,
+                                       int32_t* __restrict__ ids, float* __restrict__ weights) {
+    const int64_t t = blockIdx.x;
+    warp_topk_softmax<kPerLane>(logits + t * num_experts, num_experts, top_k, ids + t * top_k,
+                                weights + t * top_k);
+}
+
 }  // namespace
 
 void launch_router_topk(const float* logits, int64_t num_tokens, int64_t num_experts, int64_t top_k,
@@ -48,8 +59,23 @@ void launch_router_topk(const float* logits, int64_t num_tokens, int64_t num_exp
     if (num_tokens <= 0) return;
     VOLT_CHECK(top_k >= 1 && top_k <= num_experts) << "router: top-" << top_k << " of " << num_experts;
     VOLT_CHECK(num_tokens < (int64_t{1} << 31) && num_experts < (int64_t{1} << 31));
-    router_topk_kernel<<<static_cast<unsigned>(num_tokens), 32, 0, ctx.stream>>>(logits, num_experts, top_k,
-                                                                                 expert_ids, expert_weights);
+    const unsigned grid = static_cast<unsigned>(num_tokens);
+    if (top_k > 32 || num_experts > 256) {
+        router_topk_kernel<<<grid, 32, 0, ctx.stream>>>(logits, num_experts, top_k, expert_ids,
+                                                        expert_weights);
+    } else if (num_experts <= 32) {
+        router_topk_reg_kernel<1>
+            <<<grid, 32, 0, ctx.stream>>>(logits, num_experts, top_k, expert_ids, expert_weights);
+    } else if (num_experts <= 64) {
+        router_topk_reg_kernel<2>
+            <<<grid, 32, 0, ctx.stream>>>(logits, num_experts, top_k, expert_ids, expert_weights);
+    } else if (num_experts <= 128) {
+        router_topk_reg_kernel<4>
+            <<<grid, 32, 0, ctx.stream>>>(logits, num_experts, top_k, expert_ids, expert_weights);
+    } else {
+        router_topk_reg_kernel<8>
+            <<<grid, 32, 0, ctx.stream>>>(logits, num_experts, top_k, expert_ids, expert_weights);
+    }
     VOLT_CUDA_CHECK_LAUNCH();
 }
 

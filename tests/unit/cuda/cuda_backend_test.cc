@@ -383,7 +383,30 @@ TEST(CudaOps, KvWriteAndAttentionMatchCpu) {
                                     .scale = scale});
                     // Half mode rounds p to f16 before it multiplies V (what a tensor-core kernel does).
                     const double tol = gpu->operand() == Operand::kF16 ? 2e-3 : 2e-6;
-                    expect_close(get<float>(*gpu, dout, T * h.nh * h.d), want, tol, tol, what);
+                    const std::vector<float> got = get<float>(*gpu, dout, T * h.nh * h.d);
+                    expect_close(got, want, tol, tol, what);
+                    // max_seq_len sizes the grid only (ops.h): 600 (up to 3 splits a row) gives the bits of
+                    // 40 (one split).
+                    ops::Buffer dout2 = poisoned<float>(*gpu, T * h.nh * h.d);
+                    gpu->attention({.q = dq.as<float>(),
+                                    .kv = gkv,
+                                    .seq_lens = dl.as<int32_t>(),
+                                    .query_start_loc = dqsl.as<int32_t>(),
+                                    .block_tables = dt.as<int32_t>(),
+                                    .sinks = *dsinks,
+                                    .out = dout2.as<float>(),
+                                    .num_seqs = 3,
+                                    .num_tokens = T,
+                                    .num_heads = h.nh,
+                                    .num_kv_heads = h.nkv,
+                                    .head_dim = h.d,
+                                    .max_blocks = max_blocks,
+                                    .window = window,
+                                    .scale = scale,
+                                    .max_seq_len = 600});
+                    const std::vector<float> got2 = get<float>(*gpu, dout2, T * h.nh * h.d);
+                    EXPECT_EQ(std::memcmp(got.data(), got2.data(), got.size() * 4), 0)
+                        << what << ": max_seq_len 600 vs 40";
                 }
             }
         }
@@ -971,40 +994,56 @@ TEST(CudaOps, FusedNormGemvIsBitwiseRmsnormThenGemv) {
         std::vector<float> inv_freq(d / 2);
         for (int64_t i = 0; i < d / 2; ++i) inv_freq[i] = std::pow(10000.0f, -2.0f * i / d);
         ops::Buffer dfreq = put(*gpu, inv_freq);
-        ops::Buffer kpool = poisoned<uint16_t>(*gpu, 16 * nkv * d),
-                    vpool = poisoned<uint16_t>(*gpu, 16 * nkv * d);
-        const ops::KvLayer kv{ops::Format::kF16, kpool.data(), vpool.data(), 1, 16};
+        // [keep]: the fused path writes K and V with RoPE in one launch (rope_kv_write); the other path runs
+        // rope alone (no slots) and then kv_write: the pools must hold the same bytes.
+        ops::Buffer kpool[2] = {poisoned<uint16_t>(*gpu, 16 * nkv * d),
+                                poisoned<uint16_t>(*gpu, 16 * nkv * d)},
+                    vpool[2] = {poisoned<uint16_t>(*gpu, 16 * nkv * d),
+                                poisoned<uint16_t>(*gpu, 16 * nkv * d)};
         for (int64_t T : {1, 6}) {
             const std::vector<float> x = randn(T * H, 10 + T, 3.0f);
             std::vector<int32_t> pos(T);
             for (int64_t t = 0; t < T; ++t) pos[t] = static_cast<int32_t>(100 * t + 7);
-            std::vector<int64_t> slots(T, -1);
+            std::vector<int64_t> slots(T, -1);  // slot 15 - t, the last row none (a padding row)
+            for (int64_t t = 0; t + 1 < T; ++t) slots[t] = 15 - t;
             ops::Buffer dx = put(*gpu, x), dpos = put(*gpu, pos), dslots = put(*gpu, slots);
-            std::vector<float> out[2][5];  // [keep][q, k, v, moe h, logits]
+            std::vector<uint16_t> pools[2][2];  // [keep][K, V]
+            std::vector<float> out[2][5];       // [keep][q, k, v, moe h, logits]
             std::vector<int32_t> ids[2];
             std::vector<float> wts[2];
             for (int keep = 0; keep < 2; ++keep) {
                 ops::Buffer h = poisoned<float>(*gpu, T * H), q = poisoned<float>(*gpu, T * nh * d),
                             kk = poisoned<float>(*gpu, T * nkv * d), v = poisoned<float>(*gpu, T * nkv * d);
-                gpu->qkv_rope_kvwrite({.x = dx.as<float>(),
-                                       .norm = *gain,
-                                       .w = *qkv,
-                                       .positions = dpos.as<int32_t>(),
-                                       .inv_freq = dfreq.as<float>(),
-                                       .mscale = 1.25f,
-                                       .slot_mapping = dslots.as<int64_t>(),
-                                       .kv = kv,
-                                       .h = h.as<float>(),
-                                       .q = q.as<float>(),
-                                       .k = kk.as<float>(),
-                                       .v = v.as<float>(),
-                                       .num_tokens = T,
-                                       .hidden = H,
-                                       .num_heads = nh,
-                                       .num_kv_heads = nkv,
-                                       .head_dim = d,
-                                       .eps = 1e-5f,
-                                       .keep_intermediates = keep == 1});
+                gpu->qkv_rope_kvwrite(
+                    {.x = dx.as<float>(),
+                     .norm = *gain,
+                     .w = *qkv,
+                     .positions = dpos.as<int32_t>(),
+                     .inv_freq = dfreq.as<float>(),
+                     .mscale = 1.25f,
+                     .slot_mapping = keep == 0 ? dslots.as<int64_t>() : nullptr,
+                     .kv = {ops::Format::kF16, kpool[keep].data(), vpool[keep].data(), 1, 16},
+                     .h = h.as<float>(),
+                     .q = q.as<float>(),
+                     .k = kk.as<float>(),
+                     .v = v.as<float>(),
+                     .num_tokens = T,
+                     .hidden = H,
+                     .num_heads = nh,
+                     .num_kv_heads = nkv,
+                     .head_dim = d,
+                     .eps = 1e-5f,
+                     .keep_intermediates = keep == 1});
+                if (keep == 1)
+                    gpu->kv_write({kk.as<float>(),
+                                   v.as<float>(),
+                                   dslots.as<int64_t>(),
+                                   {ops::Format::kF16, kpool[1].data(), vpool[1].data(), 1, 16},
+                                   T,
+                                   nkv,
+                                   d});
+                pools[keep][0] = get<uint16_t>(*gpu, kpool[keep], 16 * nkv * d);
+                pools[keep][1] = get<uint16_t>(*gpu, vpool[keep], 16 * nkv * d);
                 out[keep][0] = get<float>(*gpu, q, T * nh * d);
                 out[keep][1] = get<float>(*gpu, kk, T * nkv * d);
                 out[keep][2] = get<float>(*gpu, v, T * nkv * d);
@@ -1039,6 +1078,10 @@ TEST(CudaOps, FusedNormGemvIsBitwiseRmsnormThenGemv) {
                 EXPECT_EQ(std::memcmp(out[0][i].data(), out[1][i].data(), out[0][i].size() * 4), 0)
                     << dtype << " T " << T << ": " << names[i] << " fused vs rmsnorm then GEMV";
             }
+            EXPECT_EQ(pools[0][0], pools[1][0])
+                << dtype << " T " << T << ": K cache, rope_kv_write vs kv_write";
+            EXPECT_EQ(pools[0][1], pools[1][1])
+                << dtype << " T " << T << ": V cache, rope_kv_write vs kv_write";
             EXPECT_EQ(ids[0], ids[1]) << dtype << " T " << T;
             EXPECT_EQ(std::memcmp(wts[0].data(), wts[1].data(), wts[0].size() * 4), 0) << dtype << " T " << T;
         }
