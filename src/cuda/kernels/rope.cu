@@ -17,18 +17,25 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int64_t kMaxHalf = 256;  // head_dim <= 512
 
+// cs[0][i], cs[1][i] = cos, sin of position * inv_freq[i], times mscale, for i < half (the block's threads
+// in turn; the caller synchronizes before reading).
+__device__ __forceinline__ void token_angles(int32_t position, const float* __restrict__ inv_freq,
+                                             float mscale, int64_t half, float (*cs)[kMaxHalf]) {
+    const float p = static_cast<float>(position);
+    for (int64_t i = threadIdx.x; i < half; i += kThreads) {
+        const float phi = p * inv_freq[i];
+        cs[0][i] = cosf(phi) * mscale;
+        cs[1][i] = sinf(phi) * mscale;
+    }
+}
+
 __global__ void rope_kernel(float* __restrict__ q, float* __restrict__ k,
                             const int32_t* __restrict__ positions, const float* __restrict__ inv_freq,
                             float mscale, int64_t nh, int64_t nkv, int64_t d, int64_t heads_per_block) {
     __shared__ float cs[2][kMaxHalf];  // cos and sin of the token's angles, shared by every head
     const int64_t t = blockIdx.x;
     const int64_t half = d / 2;
-    const float p = static_cast<float>(positions[t]);
-    for (int64_t i = threadIdx.x; i < half; i += kThreads) {
-        const float phi = p * inv_freq[i];
-        cs[0][i] = cosf(phi) * mscale;
-        cs[1][i] = sinf(phi) * mscale;
-    }
+    token_angles(positions[t], inv_freq, mscale, half, cs);
     __syncthreads();
     const int64_t h0 = static_cast<int64_t>(blockIdx.y) * heads_per_block;
     const int64_t h1 = h0 + heads_per_block < nh + nkv ? h0 + heads_per_block : nh + nkv;
@@ -58,12 +65,7 @@ __global__ void rope_kv_write_kernel(float* __restrict__ q, float* __restrict__ 
     __shared__ float cs[2][kMaxHalf];
     const int64_t t = blockIdx.x;
     const int64_t half = d / 2;
-    const float p = static_cast<float>(positions[t]);
-    for (int64_t i = threadIdx.x; i < half; i += kThreads) {
-        const float phi = p * inv_freq[i];
-        cs[0][i] = cosf(phi) * mscale;
-        cs[1][i] = sinf(phi) * mscale;
-    }
+    token_angles(positions[t], inv_freq, mscale, half, cs);
     const int64_t slot = slots[t];
     if (slot >= num_slots && threadIdx.x == 0) report_error(error, kBadSlot);
     const bool store = slot >= 0 && slot < num_slots;

@@ -347,24 +347,31 @@ TEST(CudaOps, KvWriteAndAttentionMatchCpu) {
                     auto dsinks = gpu->place_vector(hs, &owned);
                     ASSERT_TRUE(dsinks.is_ok());
                     ops::Buffer dq = put(*gpu, q), dl = put(*gpu, lens), dqsl = put(*gpu, qsl),
-                                dt = put(*gpu, tables), dout = poisoned<float>(*gpu, T * h.nh * h.d);
+                                dt = put(*gpu, tables);
                     const float scale = 1.0f / std::sqrt(static_cast<float>(h.d));
-                    gpu->attention({.q = dq.as<float>(),
-                                    .kv = gkv,
-                                    .seq_lens = dl.as<int32_t>(),
-                                    .query_start_loc = dqsl.as<int32_t>(),
-                                    .block_tables = dt.as<int32_t>(),
-                                    .sinks = *dsinks,
-                                    .out = dout.as<float>(),
-                                    .num_seqs = 3,
-                                    .num_tokens = T,
-                                    .num_heads = h.nh,
-                                    .num_kv_heads = h.nkv,
-                                    .head_dim = h.d,
-                                    .max_blocks = max_blocks,
-                                    .window = window,
-                                    .scale = scale,
-                                    .max_seq_len = 40});
+                    // max_seq_len sizes the grid only (ops.h): 600 (up to 3 splits a row) gives the bits of
+                    // 40 (one split).
+                    auto attend = [&](int64_t max_seq_len) {
+                        ops::Buffer out = poisoned<float>(*gpu, T * h.nh * h.d);
+                        gpu->attention({.q = dq.as<float>(),
+                                        .kv = gkv,
+                                        .seq_lens = dl.as<int32_t>(),
+                                        .query_start_loc = dqsl.as<int32_t>(),
+                                        .block_tables = dt.as<int32_t>(),
+                                        .sinks = *dsinks,
+                                        .out = out.as<float>(),
+                                        .num_seqs = 3,
+                                        .num_tokens = T,
+                                        .num_heads = h.nh,
+                                        .num_kv_heads = h.nkv,
+                                        .head_dim = h.d,
+                                        .max_blocks = max_blocks,
+                                        .window = window,
+                                        .scale = scale,
+                                        .max_seq_len = max_seq_len});
+                        return get<float>(*gpu, out, T * h.nh * h.d);
+                    };
+                    const std::vector<float> got = attend(40), got2 = attend(600);
                     std::vector<float> want(T * h.nh * h.d);
                     cpu::attention({.q = q.data(),
                                     .kv = ckv,
@@ -383,28 +390,7 @@ TEST(CudaOps, KvWriteAndAttentionMatchCpu) {
                                     .scale = scale});
                     // Half mode rounds p to f16 before it multiplies V (what a tensor-core kernel does).
                     const double tol = gpu->operand() == Operand::kF16 ? 2e-3 : 2e-6;
-                    const std::vector<float> got = get<float>(*gpu, dout, T * h.nh * h.d);
                     expect_close(got, want, tol, tol, what);
-                    // max_seq_len sizes the grid only (ops.h): 600 (up to 3 splits a row) gives the bits of
-                    // 40 (one split).
-                    ops::Buffer dout2 = poisoned<float>(*gpu, T * h.nh * h.d);
-                    gpu->attention({.q = dq.as<float>(),
-                                    .kv = gkv,
-                                    .seq_lens = dl.as<int32_t>(),
-                                    .query_start_loc = dqsl.as<int32_t>(),
-                                    .block_tables = dt.as<int32_t>(),
-                                    .sinks = *dsinks,
-                                    .out = dout2.as<float>(),
-                                    .num_seqs = 3,
-                                    .num_tokens = T,
-                                    .num_heads = h.nh,
-                                    .num_kv_heads = h.nkv,
-                                    .head_dim = h.d,
-                                    .max_blocks = max_blocks,
-                                    .window = window,
-                                    .scale = scale,
-                                    .max_seq_len = 600});
-                    const std::vector<float> got2 = get<float>(*gpu, dout2, T * h.nh * h.d);
                     EXPECT_EQ(std::memcmp(got.data(), got2.data(), got.size() * 4), 0)
                         << what << ": max_seq_len 600 vs 40";
                 }
