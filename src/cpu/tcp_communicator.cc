@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -131,11 +132,11 @@ struct Header {
     int64_t bytes;
 };
 
-class TcpCommunicator : public ops::Communicator {
+class TcpGroupCommunicator : public TcpCommunicator {
   public:
-    TcpCommunicator(int rank, int size, ops::CommunicatorOptions o, std::vector<int> fds)
+    TcpGroupCommunicator(int rank, int size, ops::CommunicatorOptions o, std::vector<int> fds)
         : rank_(rank), size_(size), options_(o), fds_(std::move(fds)) {}
-    ~TcpCommunicator() override {
+    ~TcpGroupCommunicator() override {
         for (int fd : fds_)
             if (fd >= 0) close(fd);
     }
@@ -147,7 +148,7 @@ class TcpCommunicator : public ops::Communicator {
 
     Status all_reduce_sum(float* data, int64_t count) override {
         const ops::CollectiveTag tag = tags_.next(ops::CollectiveKind::kAllReduceSum, count * 4);
-        VOLT_RETURN_IF_ERROR(failed_);
+        VOLT_RETURN_IF_ERROR(failed());
         if (size_ == 1) return Status::ok();
         const int64_t bytes = count * 4;
         if (rank_ != 0) {
@@ -167,7 +168,7 @@ class TcpCommunicator : public ops::Communicator {
         int64_t total = 0;
         for (int r = 0; r < size_; ++r) total += counts[r];
         const ops::CollectiveTag tag = tags_.next(ops::CollectiveKind::kGather, total * 4);
-        VOLT_RETURN_IF_ERROR(failed_);
+        VOLT_RETURN_IF_ERROR(failed());
         if (rank_ != root) return put(root, tag, in, counts[rank_] * 4);
         int64_t off = 0;
         for (int r = 0; r < size_; ++r) {
@@ -184,18 +185,62 @@ class TcpCommunicator : public ops::Communicator {
     Status send(const void* data, int64_t bytes, int peer) override {
         VOLT_CHECK(peer >= 0 && peer < size_ && peer != rank_) << "send to rank " << peer;
         const ops::CollectiveTag tag = tags_.next_p2p(true, peer, bytes);
-        VOLT_RETURN_IF_ERROR(failed_);
+        VOLT_RETURN_IF_ERROR(failed());
         return put(peer, tag, data, bytes);
     }
     Status recv(void* data, int64_t bytes, int peer) override {
         VOLT_CHECK(peer >= 0 && peer < size_ && peer != rank_) << "recv from rank " << peer;
         const ops::CollectiveTag tag = tags_.next_p2p(false, peer, bytes);
-        VOLT_RETURN_IF_ERROR(failed_);
+        VOLT_RETURN_IF_ERROR(failed());
         return get(peer, tag, data, bytes);
     }
 
+    Status wait_message(int peer, const std::atomic<bool>* stop) override {
+        VOLT_CHECK(peer >= 0 && peer < size_ && peer != rank_) << "wait for rank " << peer;
+        VOLT_RETURN_IF_ERROR(failed());
+        for (;;) {
+            if (stop != nullptr && stop->load())
+                return failed_precondition("stopped: asked to leave the group");
+            pollfd p{fds_[peer], POLLIN, 0};
+            const int r = poll(&p, 1, 100);
+            if (r < 0 && errno != EINTR) return fail(sys_error("poll"));
+            if (r <= 0) continue;
+            uint8_t byte = 0;
+            const ssize_t n = ::recv(fds_[peer], &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+            if (n > 0) return Status::ok();
+            if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+            return fail(
+                Status(StatusCode::kUnavailable, "rank " + std::to_string(peer) +
+                                                     " closed its connection (failed or exited) while rank " +
+                                                     std::to_string(rank_) + " waited for its next message"));
+        }
+    }
+
+    Status check_peers() const override {
+        VOLT_RETURN_IF_ERROR(failed());
+        for (int r = 0; r < size_; ++r) {
+            if (r == rank_) continue;
+            pollfd p{fds_[r], POLLRDHUP, 0};
+            if (poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0)
+                return Status(StatusCode::kUnavailable,
+                              "rank " + std::to_string(r) + " closed its connection (failed or exited)");
+        }
+        return Status::ok();
+    }
+
+    void abort(const Status& why) override {
+        fail(why);
+        for (int fd : fds_)
+            if (fd >= 0) shutdown(fd, SHUT_RDWR);
+    }
+
   private:
+    Status failed() const {
+        std::lock_guard<std::mutex> lock(mu_);
+        return failed_;
+    }
     Status fail(Status s) {
+        std::lock_guard<std::mutex> lock(mu_);
         if (failed_.is_ok()) {
             failed_ = s;
             spdlog::error("communicator (tcp, rank {} of {}): {}", rank_, size_, s.message());
@@ -242,6 +287,7 @@ class TcpCommunicator : public ops::Communicator {
     const ops::CommunicatorOptions options_;
     std::vector<int> fds_;  // [size], -1 for this rank
     TagCounter tags_;
+    mutable std::mutex mu_;  // failed_: abort and check_peers may come from another thread
     Status failed_;
     std::vector<float> tmp_;
 };
@@ -265,7 +311,7 @@ Result<int> tcp_listen(const std::string& host, int port, int* bound_port) {
     return fd;
 }
 
-Result<std::unique_ptr<ops::Communicator>> tcp_connect(const TcpOptions& o) {
+Result<std::unique_ptr<TcpCommunicator>> tcp_connect(const TcpOptions& o) {
     VOLT_CHECK(o.size >= 1 && o.rank >= 0 && o.rank < o.size) << "rank " << o.rank << " of " << o.size;
     const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                              std::chrono::duration<double>(o.comm.timeout_s));
@@ -274,7 +320,7 @@ Result<std::unique_ptr<ops::Communicator>> tcp_connect(const TcpOptions& o) {
         if (listen_fd >= 0) close(listen_fd);
     };
     if (o.size == 1)
-        return std::unique_ptr<ops::Communicator>(std::make_unique<TcpCommunicator>(0, 1, o.comm, fds));
+        return std::unique_ptr<TcpCommunicator>(std::make_unique<TcpGroupCommunicator>(0, 1, o.comm, fds));
     auto watchdog = [&](const std::string& what) {
         return Status(StatusCode::kUnavailable, "collective watchdog: rank " + std::to_string(o.rank) +
                                                     " waited " + seconds_text(o.comm.timeout_s) +
@@ -368,8 +414,8 @@ Result<std::unique_ptr<ops::Communicator>> tcp_connect(const TcpOptions& o) {
         }
         cleanup(lfd);
     }
-    return std::unique_ptr<ops::Communicator>(
-        std::make_unique<TcpCommunicator>(o.rank, o.size, o.comm, std::move(fds)));
+    return std::unique_ptr<TcpCommunicator>(
+        std::make_unique<TcpGroupCommunicator>(o.rank, o.size, o.comm, std::move(fds)));
 }
 
 }  // namespace volt::cpu

@@ -4,9 +4,11 @@
 // in rank order (r0 + r1 + ...) and sends the sum back, so results are bitwise equal on every rank and to
 // the thread communicator's. Every message carries its collective's tag (the order check); the watchdog
 // bounds every wait (CommunicatorOptions::timeout_s), and a peer that closes its connection fails the
-// collective at once. The multi-process test of CI: tests/unit/cpu/communicator_test.cc.
+// collective at once. The multi-process test of CI: tests/unit/cpu/communicator_test.cc; the engine across
+// processes (the step channel on the same connections): tests/unit/executor/multiprocess_generate.sh.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <string>
 
@@ -26,8 +28,29 @@ struct TcpOptions {
 // naming the address and errno.
 Result<int> tcp_listen(const std::string& host, int port, int* bound_port);
 
+// An ops::Communicator over TCP plus what the engine across processes needs beyond the interface
+// (executor/backend_executor.h "process ranks"): an unbounded wait between steps, a check for peers that
+// went away, and an abort that the peers notice at once.
+class TcpCommunicator : public ops::Communicator {
+  public:
+    // Waits with no deadline until `peer` has sent this rank something (its next message is readable)
+    // or closed its connection; `stop`, when given, is polled every 100 ms. A worker rank waits so for
+    // the next step: a server may be idle for hours, and the watchdog bounds the step that follows.
+    // Errors: kUnavailable when the peer closed its connection (it exited or failed), kFailedPrecondition
+    // when *stop became true, the group's earlier failure.
+    virtual Status wait_message(int peer, const std::atomic<bool>* stop = nullptr) = 0;
+    // Ok while every peer's connection is open; else kUnavailable naming the first rank whose connection
+    // closed (or the group's earlier failure). Never blocks and reads nothing: it may run on a thread of
+    // its own beside the collectives.
+    virtual Status check_peers() const = 0;
+    // Fails the group with `why` (sticky: every later call returns it) and shuts every connection down,
+    // so that each peer's next read or wait fails at once ("rank r closed its connection") instead of
+    // waiting for its watchdog. Thread-safe against check_peers; not against a collective in progress.
+    virtual void abort(const Status& why) = 0;
+};
+
 // Joins the group: blocks until every rank has connected (or the watchdog's timeout passes: kUnavailable
 // naming the ranks still missing). Errors: kInvalidArgument for ranks that disagree on the size.
-Result<std::unique_ptr<ops::Communicator>> tcp_connect(const TcpOptions& options);
+Result<std::unique_ptr<TcpCommunicator>> tcp_connect(const TcpOptions& options);
 
 }  // namespace volt::cpu
