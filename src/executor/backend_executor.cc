@@ -36,7 +36,6 @@ int64_t room(std::vector<uint8_t>& bytes, int64_t n) {
     bytes.resize(off + n * static_cast<int64_t>(sizeof(T)));
     return off;
 }
-}  // namespace
 
 // Rank 0 -> workers: a header, then `bytes` of payload (a CacheConfig, a step of step_wire.h, nothing).
 enum ControlKind : uint32_t { kInitCache = 1, kStep = 2, kShutdown = 3 };
@@ -44,6 +43,7 @@ struct ControlHeader {
     uint32_t kind = 0, pad = 0;
     int64_t bytes = 0;
 };
+}  // namespace
 
 struct BackendExecutor::Process {
     cpu::TcpCommunicator* comm = nullptr;  // owned by the rank (its tp or pp communicator)
@@ -170,7 +170,10 @@ Status BackendExecutor::run_worker(const std::atomic<bool>* stop) {
         }
         if (!s.is_ok()) return lose(s);
         if (h.kind == kShutdown) return Status::ok();
-        if (h.kind == kInitCache && h.bytes == static_cast<int64_t>(sizeof(CacheConfig))) {
+        if (h.kind == kInitCache) {
+            if (h.bytes != static_cast<int64_t>(sizeof(CacheConfig)))
+                return lose(
+                    internal_error("init_cache from rank 0 of " + std::to_string(h.bytes) + " bytes"));
             CacheConfig c;
             std::memcpy(&c, p.bytes.data(), sizeof c);
             s = init_cache(c);
