@@ -30,13 +30,18 @@ done
 sleep 0.5
 if [ "$HOW" = kill ]; then kill -KILL "$worker"; else kill -STOP "$worker"; fi
 killed=$(date +%s)
-# Rank 0 must end by itself; past 60 s it hangs (killed, and the test fails).
-( sleep 60; kill -KILL "$driver" ) > /dev/null 2>&1 &
-guard=$!
+# Rank 0 must end by itself; past 60 s it hangs (killed, and the test fails). The guard ends with rank 0.
+(
+    i=0
+    while [ "$i" -lt 600 ] && kill -0 "$driver" 2> /dev/null; do
+        sleep 0.1
+        i=$((i + 1))
+    done
+    kill -KILL "$driver" 2> /dev/null
+) > /dev/null 2>&1 &
 code=0
 wait "$driver" || code=$?
 took=$(($(date +%s) - killed))
-kill "$guard" 2> /dev/null || true
 [ "$HOW" = kill ] || kill -KILL "$worker"
 wait "$worker" 2> /dev/null || true
 cat "$WORK/rank0.err" | tail -5
