@@ -13,6 +13,7 @@
 #include <cstring>
 #include <mutex>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "core/check.h"
@@ -229,7 +230,7 @@ class TcpGroupCommunicator : public TcpCommunicator {
     }
 
     void abort(const Status& why) override {
-        fail(why);
+        (void)fail(why);
         for (int fd : fds_)
             if (fd >= 0) shutdown(fd, SHUT_RDWR);
     }
@@ -311,111 +312,143 @@ Result<int> tcp_listen(const std::string& host, int port, int* bound_port) {
     return fd;
 }
 
+namespace {
+
+// The sockets of a rendezvous in progress, closed unless handed to the communicator (every error path).
+struct OpenSockets {
+    std::vector<int> fds;
+    int listen_fd = -1;
+    explicit OpenSockets(int n) : fds(n, -1) {}
+    ~OpenSockets() {
+        for (int fd : fds)
+            if (fd >= 0) close(fd);
+        if (listen_fd >= 0) close(listen_fd);
+    }
+    std::vector<int> release() {
+        if (listen_fd >= 0) close(listen_fd);
+        listen_fd = -1;
+        return std::exchange(fds, {});
+    }
+};
+
+// A stranger (a port scanner, another program, a rank of some other group) gets this long to say Hello
+// before it is dropped: one that connects and says nothing must not hold the rendezvous up.
+constexpr double kHelloTimeoutS = 3.0;
+
+Clock::time_point hello_deadline(Clock::time_point deadline) {
+    return std::min(deadline, Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                                 std::chrono::duration<double>(kHelloTimeoutS)));
+}
+
+std::string peer_text(const sockaddr_in& a) {
+    char ip[INET_ADDRSTRLEN] = "?";
+    inet_ntop(AF_INET, &a.sin_addr, ip, sizeof ip);
+    return std::string(ip) + ":" + std::to_string(ntohs(a.sin_port));
+}
+
+// Accepts until a connection sends a Hello from one of the ranks in [lo, size) not yet connected; anyone
+// else is logged, dropped and skipped. Errors: kUnavailable at the deadline.
+Result<int> accept_rank(int listen_fd, int rank, int lo, int size, const std::vector<int>& fds,
+                        Clock::time_point deadline, Hello* hello, sockaddr_in* peer) {
+    for (;;) {
+        VOLT_ASSIGN_OR_RETURN(const int fd, accept_until(listen_fd, deadline, peer));
+        Hello h{};
+        const bool ours = read_all(fd, &h, sizeof h, hello_deadline(deadline)) == 0 && h.magic == kMagic &&
+                          h.rank >= lo && h.rank < size && fds[h.rank] < 0;
+        if (ours) {
+            *hello = h;
+            return fd;
+        }
+        spdlog::warn("communicator (tcp, rank {}): dropped a connection from {} that is not a rank of this "
+                     "group (no handshake, or a rank already connected)",
+                     rank, peer_text(*peer));
+        close(fd);
+    }
+}
+
+}  // namespace
+
 Result<std::unique_ptr<TcpCommunicator>> tcp_connect(const TcpOptions& o) {
     VOLT_CHECK(o.size >= 1 && o.rank >= 0 && o.rank < o.size) << "rank " << o.rank << " of " << o.size;
     const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                              std::chrono::duration<double>(o.comm.timeout_s));
-    std::vector<int> fds(o.size, -1);
-    auto cleanup = [&](int listen_fd) {
-        if (listen_fd >= 0) close(listen_fd);
-    };
+    OpenSockets open(o.size);
+    std::vector<int>& fds = open.fds;
     if (o.size == 1)
-        return std::unique_ptr<TcpCommunicator>(std::make_unique<TcpGroupCommunicator>(0, 1, o.comm, fds));
+        return std::unique_ptr<TcpCommunicator>(
+            std::make_unique<TcpGroupCommunicator>(0, 1, o.comm, open.release()));
     auto watchdog = [&](const std::string& what) {
         return Status(StatusCode::kUnavailable, "collective watchdog: rank " + std::to_string(o.rank) +
                                                     " waited " + seconds_text(o.comm.timeout_s) +
                                                     " s at start-up for " + what);
     };
     if (o.rank == 0) {
-        int lfd = o.listen_fd;
-        if (lfd < 0) {
-            VOLT_ASSIGN_OR_RETURN(lfd, tcp_listen(o.host, o.port, nullptr));
+        if (o.listen_fd >= 0) {
+            open.listen_fd = o.listen_fd;
+        } else {
+            VOLT_ASSIGN_OR_RETURN(open.listen_fd, tcp_listen(o.host, o.port, nullptr));
         }
         std::vector<PeerAddr> table(o.size);
         for (int n = 1; n < o.size; ++n) {
             sockaddr_in peer{};
-            auto fd = accept_until(lfd, deadline, &peer);
+            Hello h{};
+            auto fd = accept_rank(open.listen_fd, 0, 1, o.size, fds, deadline, &h, &peer);
             if (!fd.is_ok()) {
                 std::string missing;
                 for (int r = 1; r < o.size; ++r)
                     if (fds[r] < 0) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
-                cleanup(lfd);
                 return watchdog("ranks " + missing + " to connect");
             }
-            Hello h{};
-            if (read_all(*fd, &h, sizeof h, deadline) != 0 || h.magic != kMagic || h.rank <= 0 ||
-                h.rank >= o.size || fds[h.rank] >= 0) {
-                close(*fd);
-                --n;  // not one of ours (or a duplicate): keep waiting
-                continue;
-            }
-            if (h.size != o.size) {
-                close(*fd);
-                cleanup(lfd);
+            fds[h.rank] = *fd;
+            if (h.size != o.size)
                 return invalid_argument("rank " + std::to_string(h.rank) + " joined a group of " +
                                         std::to_string(h.size) + " ranks, rank 0 one of " +
                                         std::to_string(o.size));
-            }
-            fds[h.rank] = *fd;
             table[h.rank] = {peer.sin_addr.s_addr, h.port};
         }
-        cleanup(lfd);
         for (int r = 1; r < o.size; ++r)
             if (write_all(fds[r], table.data(), static_cast<int64_t>(table.size() * sizeof(PeerAddr)),
                           deadline) != 0)
                 return watchdog("rank " + std::to_string(r) + " to take the address table");
     } else {
-        int my_port = 0;
-        VOLT_ASSIGN_OR_RETURN(const int lfd, tcp_listen("0.0.0.0", 0, &my_port));
         VOLT_ASSIGN_OR_RETURN(sockaddr_in root, address(o.host, o.port));
-        auto fd0 = connect_retry(root, deadline, "rank 0 at " + o.host + ":" + std::to_string(o.port));
-        if (!fd0.is_ok()) {
-            cleanup(lfd);
-            return fd0.status();
-        }
-        fds[0] = *fd0;
+        VOLT_ASSIGN_OR_RETURN(fds[0],
+                              connect_retry(root, deadline, "rank 0 at " + o.host + ":" + std::to_string(o.port)));
+        // The mesh listener binds the local address this rank reaches rank 0 from (loopback stays
+        // loopback), never every interface.
+        sockaddr_in local{};
+        socklen_t len = sizeof local;
+        if (getsockname(fds[0], reinterpret_cast<sockaddr*>(&local), &len) != 0) return sys_error("getsockname");
+        char ip[INET_ADDRSTRLEN] = "";
+        inet_ntop(AF_INET, &local.sin_addr, ip, sizeof ip);
+        int my_port = 0;
+        VOLT_ASSIGN_OR_RETURN(open.listen_fd, tcp_listen(ip, 0, &my_port));
         const Hello h{kMagic, o.rank, o.size, my_port};
         std::vector<PeerAddr> table(o.size);
         if (write_all(fds[0], &h, sizeof h, deadline) != 0 ||
             read_all(fds[0], table.data(), static_cast<int64_t>(table.size() * sizeof(PeerAddr)), deadline) !=
-                0) {
-            cleanup(lfd);
+                0)
             return watchdog("rank 0's address table");
-        }
         // Mesh among ranks 1..: connect to the lower ranks, accept the higher ones.
         for (int r = 1; r < o.rank; ++r) {
             sockaddr_in a{};
             a.sin_family = AF_INET;
             a.sin_port = htons(static_cast<uint16_t>(table[r].port));
             a.sin_addr.s_addr = table[r].ip;
-            auto fd = connect_retry(a, deadline, "rank " + std::to_string(r));
-            if (!fd.is_ok()) {
-                cleanup(lfd);
-                return fd.status();
-            }
-            fds[r] = *fd;
+            VOLT_ASSIGN_OR_RETURN(fds[r], connect_retry(a, deadline, "rank " + std::to_string(r)));
             const Hello me{kMagic, o.rank, o.size, 0};
-            if (write_all(fds[r], &me, sizeof me, deadline) != 0) {
-                cleanup(lfd);
-                return watchdog("rank " + std::to_string(r));
-            }
+            if (write_all(fds[r], &me, sizeof me, deadline) != 0) return watchdog("rank " + std::to_string(r));
         }
         for (int n = o.rank + 1; n < o.size; ++n) {
             sockaddr_in peer{};
-            auto fd = accept_until(lfd, deadline, &peer);
             Hello got{};
-            if (!fd.is_ok() || read_all(*fd, &got, sizeof got, deadline) != 0 || got.magic != kMagic ||
-                got.rank <= o.rank || got.rank >= o.size || fds[got.rank] >= 0) {
-                if (fd.is_ok()) close(*fd);
-                cleanup(lfd);
-                return watchdog("the ranks above " + std::to_string(o.rank) + " to connect");
-            }
+            auto fd = accept_rank(open.listen_fd, o.rank, o.rank + 1, o.size, fds, deadline, &got, &peer);
+            if (!fd.is_ok()) return watchdog("the ranks above " + std::to_string(o.rank) + " to connect");
             fds[got.rank] = *fd;
         }
-        cleanup(lfd);
     }
     return std::unique_ptr<TcpCommunicator>(
-        std::make_unique<TcpGroupCommunicator>(o.rank, o.size, o.comm, std::move(fds)));
+        std::make_unique<TcpGroupCommunicator>(o.rank, o.size, o.comm, open.release()));
 }
 
 }  // namespace volt::cpu

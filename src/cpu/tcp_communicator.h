@@ -20,7 +20,8 @@ struct TcpOptions {
     int rank = 0, size = 1;
     std::string host = "127.0.0.1";  // rank 0's address (every rank) and the interface rank 0 listens on
     int port = 0;                    // rank 0's port
-    int listen_fd = -1;              // rank 0 only: an already listening socket (tcp_listen) instead of port
+    int listen_fd = -1;              // rank 0 only: an already listening socket (tcp_listen) instead of
+                                     // port; tcp_connect closes it
     ops::CommunicatorOptions comm;   // the watchdog bounds the rendezvous too
 };
 
@@ -50,7 +51,11 @@ class TcpCommunicator : public ops::Communicator {
 };
 
 // Joins the group: blocks until every rank has connected (or the watchdog's timeout passes: kUnavailable
-// naming the ranks still missing). Errors: kInvalidArgument for ranks that disagree on the size.
+// naming the ranks still missing). Rank 0 listens on host:port; every other rank listens for the ranks
+// above it on the local address it reaches rank 0 from (loopback when host is), never on every interface.
+// A connection that is not a rank of this group (no Hello within a few seconds, a wrong magic number, a
+// rank out of range or already connected) is logged and dropped; the rendezvous goes on. Every socket is
+// closed on every error. Errors: kInvalidArgument for ranks that disagree on the size.
 Result<std::unique_ptr<TcpCommunicator>> tcp_connect(const TcpOptions& options);
 
 }  // namespace volt::cpu
