@@ -138,7 +138,9 @@ void run_serve(const ServeFlags& f) {
                 }
             }
         });
-        const Status worked = executor::run_process_worker(f.engine, *loaded, *launch, &stop);
+        executor::EngineFlags ef = f.engine;
+        ef.device.dtype = f.dtype;  // as rank 0's (below): the rendezvous compares them
+        const Status worked = executor::run_process_worker(ef, *loaded, *launch, &stop);
         done.store(true);
         watch.join();
         if (!worked.is_ok() && worked.code() != StatusCode::kFailedPrecondition)

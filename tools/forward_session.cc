@@ -33,6 +33,10 @@ ForwardSession open_process_rank(ForwardSession s, const executor::DeviceOptions
     o.size = launch.world_size;
     o.host = launch.master_addr;
     o.port = launch.master_port;
+    o.config = "logits: world " + std::to_string(launch.world_size) + " (tp " +
+               std::to_string(p.tensor_parallel_size) + " x pp " + std::to_string(p.pipeline_parallel_size) +
+               ")";
+    if (const char* secret = std::getenv("VOLT_GROUP_SECRET")) o.secret = secret;
     auto comm = cpu::tcp_connect(o);
     if (!comm.is_ok()) fail(comm.status());
     auto ranks = executor::RankGroup::create_process_rank(s.host, p, launch.rank, std::move(*backend),

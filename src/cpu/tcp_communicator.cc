@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <chrono>
 #include <cstring>
 #include <mutex>
@@ -25,7 +26,8 @@ namespace volt::cpu {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-constexpr uint32_t kMagic = 0x566f6c74;  // "Volt"
+constexpr uint32_t kMagic = kTcpHelloMagic;
+using Hello = TcpHello;
 
 Status sys_error(const std::string& what) { return internal_error(what + ": " + std::strerror(errno)); }
 
@@ -118,10 +120,6 @@ Result<int> accept_until(int listen_fd, Clock::time_point deadline, sockaddr_in*
     return fd;
 }
 
-struct Hello {
-    uint32_t magic;
-    int32_t rank, size, port;
-};
 struct PeerAddr {
     uint32_t ip;  // network order
     int32_t port;
@@ -346,24 +344,82 @@ std::string peer_text(const sockaddr_in& a) {
     return std::string(ip) + ":" + std::to_string(ntohs(a.sin_port));
 }
 
-// Accepts until a connection sends a Hello from one of the ranks in [lo, size) not yet connected; anyone
-// else is logged, dropped and skipped. Errors: kUnavailable at the deadline.
-Result<int> accept_rank(int listen_fd, int rank, int lo, int size, const std::vector<int>& fds,
+uint64_t secret_digest(const std::string& secret) {
+    if (secret.empty()) return 0;
+    uint64_t h = 14695981039346656037ull;  // FNV-1a 64 of a fixed prefix and the secret
+    for (const char c : "voltllm group secret:" + secret) h = (h ^ static_cast<uint8_t>(c)) * 1099511628211ull;
+    return h == 0 ? 1 : h;
+}
+
+// Rank `rank`'s Hello under options o (port: its mesh listener's, 0 when it has none).
+Hello make_hello(const TcpOptions& o, int port) {
+    Hello h{};
+    h.magic = kMagic;
+    h.rank = o.rank;
+    h.size = o.size;
+    h.port = port;
+    h.secret = secret_digest(o.secret);
+    std::snprintf(h.config, sizeof h.config, "%s", o.config.c_str());
+    return h;
+}
+
+// Both sides' configurations differ: the refusal, naming both.
+Status config_mismatch(const TcpOptions& o, const Hello& peer) {
+    return invalid_argument("rank " + std::to_string(peer.rank) + " and rank " + std::to_string(o.rank) +
+                            " are configured differently and cannot form a group: rank " +
+                            std::to_string(peer.rank) + " has {" + peer.config + "} (a group of " +
+                            std::to_string(peer.size) + "), rank " + std::to_string(o.rank) + " has {" +
+                            o.config + "} (a group of " + std::to_string(o.size) + ")");
+}
+bool same_config(const TcpOptions& o, const Hello& peer) {
+    return peer.size == o.size && std::strncmp(peer.config, o.config.c_str(), sizeof peer.config) == 0;
+}
+
+// Accepts until a connection sends a Hello from one of the ranks in [lo, size) not yet connected, with
+// this group's secret; anyone else is logged, dropped and skipped. Answers the Hello with this rank's
+// own (so the peer checks the configuration too). Errors: kUnavailable at the deadline; kInvalidArgument
+// when the rank's configuration differs (config_mismatch; its socket is in fds then, closed with them).
+Result<int> accept_rank(const TcpOptions& o, int listen_fd, int lo, std::vector<int>& fds,
                         Clock::time_point deadline, Hello* hello, sockaddr_in* peer) {
+    const Hello mine = make_hello(o, 0);
     for (;;) {
         VOLT_ASSIGN_OR_RETURN(const int fd, accept_until(listen_fd, deadline, peer));
         Hello h{};
-        const bool ours = read_all(fd, &h, sizeof h, hello_deadline(deadline)) == 0 && h.magic == kMagic &&
-                          h.rank >= lo && h.rank < size && fds[h.rank] < 0;
-        if (ours) {
+        // The magic number first: a stranger that sends anything else is dropped at once.
+        const auto hello_dl = hello_deadline(deadline);
+        const bool said = read_all(fd, &h.magic, sizeof h.magic, hello_dl) == 0 && h.magic == kMagic &&
+                          read_all(fd, reinterpret_cast<uint8_t*>(&h) + sizeof h.magic,
+                                   static_cast<int64_t>(sizeof h - sizeof h.magic), hello_dl) == 0;
+        h.config[sizeof h.config - 1] = 0;
+        const bool ours = said && h.rank >= lo && h.rank < o.size && fds[h.rank] < 0;
+        if (ours && h.secret == mine.secret) {
             *hello = h;
+            fds[h.rank] = fd;
+            if (write_all(fd, &mine, sizeof mine, deadline) != 0)
+                return Status(StatusCode::kUnavailable, "rank " + std::to_string(h.rank) + " hung up");
+            if (!same_config(o, h)) return config_mismatch(o, h);
             return fd;
         }
-        spdlog::warn("communicator (tcp, rank {}): dropped a connection from {} that is not a rank of this "
-                     "group (no handshake, or a rank already connected)",
-                     rank, peer_text(*peer));
+        spdlog::warn("communicator (tcp, rank {}): dropped a connection from {}: {}", o.rank, peer_text(*peer),
+                     !said  ? "not a rank (no handshake)"
+                     : ours ? "a rank with another VOLT_GROUP_SECRET"
+                            : "a rank out of range or already connected");
         close(fd);
     }
+}
+
+// The answer to this rank's Hello on fd (a rank below it: rank 0 or a mesh peer `who`), checked.
+Status read_answer(const TcpOptions& o, int fd, const std::string& who, Clock::time_point deadline) {
+    Hello h{};
+    if (read_all(fd, &h, sizeof h, deadline) != 0 || h.magic != kMagic)
+        return Status(StatusCode::kUnavailable,
+                      who + " hung up on rank " + std::to_string(o.rank) +
+                          "'s handshake (a different VOLT_GROUP_SECRET, or not a rank of this group)");
+    h.config[sizeof h.config - 1] = 0;
+    if (h.secret != secret_digest(o.secret))
+        return invalid_argument(who + " answered with another VOLT_GROUP_SECRET");
+    if (!same_config(o, h)) return config_mismatch(o, h);
+    return Status::ok();
 }
 
 }  // namespace
@@ -392,18 +448,14 @@ Result<std::unique_ptr<TcpCommunicator>> tcp_connect(const TcpOptions& o) {
         for (int n = 1; n < o.size; ++n) {
             sockaddr_in peer{};
             Hello h{};
-            auto fd = accept_rank(open.listen_fd, 0, 1, o.size, fds, deadline, &h, &peer);
+            auto fd = accept_rank(o, open.listen_fd, 1, fds, deadline, &h, &peer);
+            if (!fd.is_ok() && fd.status().code() == StatusCode::kInvalidArgument) return fd.status();
             if (!fd.is_ok()) {
                 std::string missing;
                 for (int r = 1; r < o.size; ++r)
                     if (fds[r] < 0) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
                 return watchdog("ranks " + missing + " to connect");
             }
-            fds[h.rank] = *fd;
-            if (h.size != o.size)
-                return invalid_argument("rank " + std::to_string(h.rank) + " joined a group of " +
-                                        std::to_string(h.size) + " ranks, rank 0 one of " +
-                                        std::to_string(o.size));
             table[h.rank] = {peer.sin_addr.s_addr, h.port};
         }
         for (int r = 1; r < o.size; ++r)
@@ -423,11 +475,11 @@ Result<std::unique_ptr<TcpCommunicator>> tcp_connect(const TcpOptions& o) {
         inet_ntop(AF_INET, &local.sin_addr, ip, sizeof ip);
         int my_port = 0;
         VOLT_ASSIGN_OR_RETURN(open.listen_fd, tcp_listen(ip, 0, &my_port));
-        const Hello h{kMagic, o.rank, o.size, my_port};
+        const Hello h = make_hello(o, my_port);
+        if (write_all(fds[0], &h, sizeof h, deadline) != 0) return watchdog("rank 0 to take its Hello");
+        VOLT_RETURN_IF_ERROR(read_answer(o, fds[0], "rank 0 at " + o.host + ":" + std::to_string(o.port), deadline));
         std::vector<PeerAddr> table(o.size);
-        if (write_all(fds[0], &h, sizeof h, deadline) != 0 ||
-            read_all(fds[0], table.data(), static_cast<int64_t>(table.size() * sizeof(PeerAddr)), deadline) !=
-                0)
+        if (read_all(fds[0], table.data(), static_cast<int64_t>(table.size() * sizeof(PeerAddr)), deadline) != 0)
             return watchdog("rank 0's address table");
         // Mesh among ranks 1..: connect to the lower ranks, accept the higher ones.
         for (int r = 1; r < o.rank; ++r) {
@@ -436,15 +488,16 @@ Result<std::unique_ptr<TcpCommunicator>> tcp_connect(const TcpOptions& o) {
             a.sin_port = htons(static_cast<uint16_t>(table[r].port));
             a.sin_addr.s_addr = table[r].ip;
             VOLT_ASSIGN_OR_RETURN(fds[r], connect_retry(a, deadline, "rank " + std::to_string(r)));
-            const Hello me{kMagic, o.rank, o.size, 0};
+            const Hello me = make_hello(o, 0);
             if (write_all(fds[r], &me, sizeof me, deadline) != 0) return watchdog("rank " + std::to_string(r));
+            VOLT_RETURN_IF_ERROR(read_answer(o, fds[r], "rank " + std::to_string(r), deadline));
         }
         for (int n = o.rank + 1; n < o.size; ++n) {
             sockaddr_in peer{};
             Hello got{};
-            auto fd = accept_rank(open.listen_fd, o.rank, o.rank + 1, o.size, fds, deadline, &got, &peer);
+            auto fd = accept_rank(o, open.listen_fd, o.rank + 1, fds, deadline, &got, &peer);
+            if (!fd.is_ok() && fd.status().code() == StatusCode::kInvalidArgument) return fd.status();
             if (!fd.is_ok()) return watchdog("the ranks above " + std::to_string(o.rank) + " to connect");
-            fds[got.rank] = *fd;
         }
     }
     return std::unique_ptr<TcpCommunicator>(

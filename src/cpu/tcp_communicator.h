@@ -9,6 +9,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -22,7 +23,24 @@ struct TcpOptions {
     int port = 0;                    // rank 0's port
     int listen_fd = -1;              // rank 0 only: an already listening socket (tcp_listen) instead of
                                      // port; tcp_connect closes it
+    // What every rank must agree on (the engine's: executor::group_fingerprint: world size, tp x pp,
+    // model identity, KV dtype, device, dtype), at most 255 bytes: a rank whose text differs is refused
+    // with both texts named. `secret` (VOLT_GROUP_SECRET, docs/parallel.md): a rank with another one is
+    // dropped as a stranger. Only a digest travels; it keeps groups from joining by mistake, it is no
+    // authentication against someone who can read the traffic (the group's network must be trusted).
+    std::string config{};
+    std::string secret{};
     ops::CommunicatorOptions comm;   // the watchdog bounds the rendezvous too
+};
+
+// The first message on every connection of a rendezvous, both ways (the joining rank's, then the
+// accepting rank's answer); layout for tests that forge one.
+inline constexpr uint32_t kTcpHelloMagic = 0x566f6c74;  // "Volt"
+struct TcpHello {
+    uint32_t magic;
+    int32_t rank, size, port;  // port: the sender's mesh listener (workers to rank 0), else 0
+    uint64_t secret;           // digest of TcpOptions::secret (0: none)
+    char config[256];          // TcpOptions::config, NUL-terminated
 };
 
 // A listening TCP socket on host:port (port 0: any free one, returned in *bound_port). Errors: kInternal
@@ -55,7 +73,8 @@ class TcpCommunicator : public ops::Communicator {
 // above it on the local address it reaches rank 0 from (loopback when host is), never on every interface.
 // A connection that is not a rank of this group (no Hello within a few seconds, a wrong magic number, a
 // rank out of range or already connected) is logged and dropped; the rendezvous goes on. Every socket is
-// closed on every error. Errors: kInvalidArgument for ranks that disagree on the size.
+// closed on every error. Errors: kInvalidArgument naming both sides when ranks disagree on the size or
+// TcpOptions::config.
 Result<std::unique_ptr<TcpCommunicator>> tcp_connect(const TcpOptions& options);
 
 }  // namespace volt::cpu

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cinttypes>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <map>
 
 #include "core/check.h"
@@ -257,6 +259,46 @@ Result<ProcessLaunch> process_launch(const EngineFlags& f) {
     return process_launch(f.launch, f.parallel, f.device.device);
 }
 
+namespace {
+struct Fnv {
+    uint64_t h = 14695981039346656037ull;
+    void bytes(const void* p, size_t n) {
+        for (size_t i = 0; i < n; ++i) h = (h ^ static_cast<const uint8_t*>(p)[i]) * 1099511628211ull;
+    }
+    template <typename T>
+    void pod(const T& v) {
+        bytes(&v, sizeof v);
+    }
+};
+}  // namespace
+
+std::string group_fingerprint(const EngineFlags& f, const model::ModelWeights& w, const ProcessLaunch& l) {
+    const model::GptOssConfig& c = w.config;
+    Fnv h;
+    for (int64_t v : {c.num_hidden_layers, c.num_local_experts, c.num_experts_per_tok, c.hidden_size,
+                      c.intermediate_size, c.head_dim, c.num_attention_heads, c.num_key_value_heads,
+                      c.vocab_size, c.sliding_window, c.initial_context_length, c.max_position_embeddings,
+                      c.pad_token_id, c.awq_group_size})
+        h.pod(v);
+    for (double v : {c.rope_theta, c.swiglu_limit, c.swiglu_alpha, c.rms_norm_eps}) h.pod(v);
+    for (model::LayerType t : c.layer_types) h.pod(static_cast<int>(t));
+    for (int64_t id : c.eos_token_ids) h.pod(id);
+    h.pod(static_cast<int>(c.quant_method));
+    h.pod(c.mxfp4_quantized);
+    h.pod(c.attention_bias);
+    h.pod(c.tie_word_embeddings);
+    h.bytes(c.model_type.data(), c.model_type.size());
+    if (w.norm.data != nullptr)
+        h.bytes(w.norm.data, static_cast<size_t>(w.norm.n) * (w.norm.format == ops::Format::kF32 ? 4 : 2));
+    char model[17];
+    std::snprintf(model, sizeof model, "%016" PRIx64, h.h);
+    return "world " + std::to_string(l.world_size) + " (tp " + std::to_string(f.parallel.tensor_parallel_size) +
+           " x pp " + std::to_string(f.parallel.pipeline_parallel_size) + "), model " + model + " (" +
+           std::to_string(c.num_hidden_layers) + " layers, vocab " + std::to_string(c.vocab_size) +
+           "), kv-cache-dtype " + f.kv_cache_dtype + ", device " + f.device.device + ", dtype " +
+           f.device.dtype + ", load-format " + f.load_format;
+}
+
 Result<std::unique_ptr<BackendExecutor>> make_process_rank(const EngineFlags& f,
                                                            std::shared_ptr<const model::ModelWeights> weights,
                                                            const ProcessLaunch& launch) {
@@ -281,6 +323,8 @@ Result<std::unique_ptr<BackendExecutor>> make_process_rank(const EngineFlags& f,
     o.host = launch.master_addr;
     o.port = launch.master_port;
     o.comm.timeout_s = f.collective_timeout_s;
+    o.config = group_fingerprint(f, *weights, launch);
+    if (const char* secret = std::getenv("VOLT_GROUP_SECRET")) o.secret = secret;
     VOLT_ASSIGN_OR_RETURN(auto comm, cpu::tcp_connect(o));
     return BackendExecutor::create_process_rank(std::move(weights), f.parallel, launch.rank,
                                                 std::move(backend), kv_format, std::move(comm));

@@ -97,6 +97,13 @@ Result<std::unique_ptr<BackendExecutor>> make_process_rank(const EngineFlags& fl
                                                            std::shared_ptr<const model::ModelWeights> weights,
                                                            const ProcessLaunch& launch);
 
+// What every process of a launch must agree on, as one line for the rendezvous's handshake
+// (cpu::TcpOptions::config): world size, tp x pp, the model's identity (an FNV-1a 64 hash of its config
+// and its final norm's weights: another checkpoint or another config differs), --kv-cache-dtype,
+// --device, --dtype, --load-format. A rank whose line differs from rank 0's is refused, both lines named.
+std::string group_fingerprint(const EngineFlags& flags, const model::ModelWeights& weights,
+                              const ProcessLaunch& launch);
+
 // A worker process (launch.rank > 0): make_process_rank, then BackendExecutor::run_worker until rank 0
 // ends the group (ok). `stop` (optional) ends the wait between steps (kFailedPrecondition). Errors:
 // make_process_rank's and run_worker's (kUnavailable when rank 0 exited or failed, a watchdog, a step's

@@ -286,8 +286,8 @@ TEST(TcpCommunicator, StrangersAreDroppedAndTheRendezvousGoesOn) {
     const char junk[32] = "GET / HTTP/1.0\r\n\r\n";
     ASSERT_EQ(write(garbage, junk, sizeof junk), static_cast<ssize_t>(sizeof junk));
     const int wrong_rank = connect_to(port);
-    const int32_t hello[4] = {0x566f6c74, 7, 3, 0};
-    ASSERT_EQ(write(wrong_rank, hello, sizeof hello), static_cast<ssize_t>(sizeof hello));
+    const TcpHello hello{kTcpHelloMagic, 7, 3, 0, 0, {}};
+    ASSERT_EQ(write(wrong_rank, &hello, sizeof hello), static_cast<ssize_t>(sizeof hello));
     const int silent = connect_to(port);
     std::vector<pid_t> pids;
     for (int r = 0; r < 3; ++r) {
@@ -406,8 +406,11 @@ TEST(TcpCommunicator, AFailedRendezvousClosesItsSockets) {
     const int before0 = open_fds();
     std::thread joiner([&] {
         const int fd = connect_to(port0);
-        const int32_t hello[4] = {0x566f6c74, 1, 5, 0};  // rank 1 of 5
-        EXPECT_EQ(write(fd, hello, sizeof hello), static_cast<ssize_t>(sizeof hello));
+        const TcpHello hello{kTcpHelloMagic, 1, 5, 0, 0, {}};  // rank 1 of 5
+        EXPECT_EQ(write(fd, &hello, sizeof hello), static_cast<ssize_t>(sizeof hello));
+        TcpHello answer{};
+        EXPECT_EQ(recv(fd, &answer, sizeof answer, MSG_WAITALL), static_cast<ssize_t>(sizeof answer));
+        EXPECT_EQ(answer.size, 2);
         char byte = 0;
         EXPECT_LE(read(fd, &byte, 1), 0);  // rank 0 hung up
         close(fd);
@@ -417,6 +420,86 @@ TEST(TcpCommunicator, AFailedRendezvousClosesItsSockets) {
     EXPECT_EQ(root.status().code(), StatusCode::kInvalidArgument);
     EXPECT_EQ(open_fds(), before0 - 1);  // the listener went too (tcp_connect owns it)
     close(*lfd);
+}
+
+// Two ranks with options `for_rank(r)` (host, port, listener filled in); each exits 0 when check(r, the
+// rendezvous's status) holds.
+std::vector<int> rendezvous_of_two(const std::function<TcpOptions(int)>& for_rank,
+                                   const std::function<bool(int, const Status&)>& check) {
+    int port = 0;
+    auto lfd = tcp_listen("127.0.0.1", 0, &port);
+    EXPECT_TRUE(lfd.is_ok());
+    std::vector<pid_t> pids;
+    for (int r = 0; r < 2; ++r) {
+        const pid_t pid = fork();
+        if (pid == 0) {
+            if (r != 0) close(*lfd);
+            TcpOptions o = for_rank(r);
+            o.rank = r;
+            o.size = 2;
+            o.port = port;
+            o.listen_fd = r == 0 ? *lfd : -1;
+            auto comm = tcp_connect(o);
+            const Status s = comm.is_ok() ? Status::ok() : comm.status();
+            if (!s.is_ok()) std::fprintf(stderr, "rank %d: %s\n", r, s.to_string().c_str());
+            _exit(check(r, s) ? 0 : 1);
+        }
+        pids.push_back(pid);
+    }
+    close(*lfd);
+    std::vector<int> codes;
+    for (pid_t pid : pids) {
+        int status = 0;
+        waitpid(pid, &status, 0);
+        codes.push_back(WIFEXITED(status) ? WEXITSTATUS(status) : 200);
+    }
+    return codes;
+}
+
+TEST(TcpCommunicator, RanksConfiguredDifferentlyAreRefusedNamingBoth) {
+    const auto codes = rendezvous_of_two(
+        [](int r) {
+            TcpOptions o;
+            o.comm.timeout_s = 10.0;
+            o.config = r == 0 ? "world 2 (tp 1 x pp 2), kv auto" : "world 2 (tp 1 x pp 2), kv int8";
+            return o;
+        },
+        [](int r, const Status& s) {
+            // Both sides refuse at once (no watchdog), each naming both configurations.
+            return s.code() == StatusCode::kInvalidArgument &&
+                   s.message().find("{world 2 (tp 1 x pp 2), kv auto}") != std::string::npos &&
+                   s.message().find("{world 2 (tp 1 x pp 2), kv int8}") != std::string::npos &&
+                   s.message().find("configured differently") != std::string::npos && r >= 0;
+        });
+    EXPECT_EQ(codes, (std::vector<int>{0, 0}));
+}
+
+TEST(TcpCommunicator, ARankWithAnotherSecretIsAStranger) {
+    const auto codes = rendezvous_of_two(
+        [](int r) {
+            TcpOptions o;
+            o.comm.timeout_s = 1.0;
+            o.secret = r == 0 ? "s3cret" : "other";
+            return o;
+        },
+        [](int r, const Status& s) {
+            if (r == 1)  // rank 0 hung up on it
+                return s.code() == StatusCode::kUnavailable &&
+                       s.message().find("VOLT_GROUP_SECRET") != std::string::npos;
+            return s.code() == StatusCode::kUnavailable &&  // rank 0 waited for a rank of its group
+                   s.message().find("ranks 1 to connect") != std::string::npos;
+        });
+    EXPECT_EQ(codes, (std::vector<int>{0, 0}));
+    // The same secret on both: a group.
+    const auto same = rendezvous_of_two(
+        [](int) {
+            TcpOptions o;
+            o.comm.timeout_s = 10.0;
+            o.secret = "s3cret";
+            return o;
+        },
+        [](int, const Status& s) { return s.is_ok(); });
+    EXPECT_EQ(same, (std::vector<int>{0, 0}));
 }
 
 }  // namespace
