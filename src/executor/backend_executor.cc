@@ -52,6 +52,8 @@ struct BackendExecutor::Process {
     std::vector<uint8_t> bytes;
     std::vector<uint8_t> result;
     WireStep step;  // workers: the step being run
+    StepLimits limits;        // workers: what steps are checked against (set by init_cache)
+    bool cache_ready = false;  // workers: init_cache came
     // Rank 0's monitor (set_on_group_lost).
     std::thread monitor;
     std::mutex mu;
@@ -147,6 +149,9 @@ Status BackendExecutor::exchange_result(int64_t rows) {
         return p.comm->send(buf.data(), static_cast<int64_t>(buf.size()), 0);
     }
     VOLT_RETURN_IF_ERROR(p.comm->recv(buf.data(), static_cast<int64_t>(buf.size()), p.output));
+    VOLT_RETURN_IF_ERROR(check_sampled_ids(reinterpret_cast<const int32_t*>(at[0]), rows,
+                                           reinterpret_cast<const int32_t*>(at[2]), top,
+                                           weights_->config.vocab_size));
     std::memcpy(tokens_.data(), at[0], rows * 4);
     std::memcpy(logprobs_.data(), at[1], rows * 4);
     std::memcpy(top_ids_.data(), at[2], top * 4);
@@ -162,8 +167,11 @@ Status BackendExecutor::run_worker(const std::atomic<bool>* stop) {
         p.comm->begin_step(step_count_);
         ControlHeader h;
         Status s = p.comm->recv(&h, sizeof h, 0);
-        if (s.is_ok() && (h.bytes < 0 || h.bytes > (int64_t{1} << 34)))
-            s = internal_error("a control message from rank 0 of " + std::to_string(h.bytes) + " bytes");
+        // The most any message may hold: a CacheConfig before init_cache, then the largest step it allows.
+        const int64_t most = std::max<int64_t>(sizeof(CacheConfig), p.cache_ready ? max_step_bytes(p.limits) : 0);
+        if (s.is_ok() && (h.bytes < 0 || h.bytes > most))
+            s = internal_error("a control message from rank 0 of " + std::to_string(h.bytes) +
+                               " bytes (at most " + std::to_string(most) + " now)");
         if (s.is_ok()) {
             p.bytes.resize(static_cast<size_t>(h.bytes));
             if (h.bytes > 0) s = p.comm->recv(p.bytes.data(), h.bytes, 0);
@@ -176,9 +184,15 @@ Status BackendExecutor::run_worker(const std::atomic<bool>* stop) {
                     internal_error("init_cache from rank 0 of " + std::to_string(h.bytes) + " bytes"));
             CacheConfig c;
             std::memcpy(&c, p.bytes.data(), sizeof c);
-            s = init_cache(c);
+            s = check_cache_config(c);
+            if (s.is_ok()) s = init_cache(c);
+            if (s.is_ok()) {
+                p.limits = {c, weights_->config.vocab_size};
+                p.cache_ready = true;
+            }
         } else if (h.kind == kStep) {
-            s = decode_step(p.bytes.data(), h.bytes, &p.step);
+            s = p.cache_ready ? decode_step(p.bytes.data(), h.bytes, p.limits, &p.step)
+                              : internal_error("a step from rank 0 before init_cache");
             StepResult ignored;
             if (s.is_ok()) s = run(p.step.batch, &ignored);
         } else {

@@ -25,11 +25,37 @@ struct WireStep {
     std::vector<std::vector<int32_t>> outputs;   // [S]
 };
 
+// What a worker checks a step against: its CacheConfig (init_cache) and the model's vocabulary.
+struct StepLimits {
+    engine::CacheConfig cache;
+    int64_t vocab_size = 0;  // logits width (ids in [0, vocab_size))
+};
+
+// The most bytes a step within `limits` can take (decode_step refuses more): what a worker lets rank 0's
+// header announce. Every field at its largest: max_num_batched_tokens rows, max_num_seqs sequences, every
+// block of both groups swapped, each sequence's table rewritten, each sequence's bias and allowed lists at
+// the vocabulary and its histories at max_model_len.
+int64_t max_step_bytes(const StepLimits& limits);
+
+// Whether `c` is a CacheConfig a worker may allocate for (positive sizes within sane bounds); the
+// reason otherwise.
+Status check_cache_config(const engine::CacheConfig& c);
+
 // Appends the bytes of `b` to *out. `b` must be resolved: no DeferredToken, no output_deferred (checked).
 void encode_step(const engine::StepBatch& b, std::vector<uint8_t>* out);
 
-// Decodes bytes [data, data + bytes) made by encode_step into *out (its pointers into *out's own vectors).
-// Errors: kInternal when the bytes are short, long or a count is out of range (a corrupted stream).
-Status decode_step(const uint8_t* data, int64_t bytes, WireStep* out);
+// Decodes bytes [data, data + bytes) made by encode_step into *out (its pointers into *out's own vectors)
+// and range-checks every index a rank uses against `limits`: token ids, positions, slot mappings, query
+// starts, context lengths, seq slots, block-table updates, copies, swaps, logits rows (a sample row's
+// sequence must have sampling parameters) and every id list. Errors: kInternal when the bytes are short,
+// long or a count is out of range (a corrupted stream), kInvalidArgument naming the first field out of
+// range: the worker fails the group instead of writing out of bounds.
+Status decode_step(const uint8_t* data, int64_t bytes, const StepLimits& limits, WireStep* out);
+
+// The output rank's sampled ids as rank 0 receives them (pipeline parallel): every token in
+// [0, vocab_size), every top-list id in [-1, vocab_size) (-1: no such entry). Errors: kInvalidArgument
+// naming the first id out of range (rank 0 fails the group instead of handing it to the engine).
+Status check_sampled_ids(const int32_t* tokens, int64_t rows, const int32_t* top_ids, int64_t top,
+                         int64_t vocab_size);
 
 }  // namespace volt::executor

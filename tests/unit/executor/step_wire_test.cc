@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <functional>
+#include <utility>
 
 namespace volt::executor {
 namespace {
@@ -47,13 +49,28 @@ void fill(Sample* s) {
     b.sampling = {{&s->plain, &s->prompt, &s->output, false}, {&s->penalised, &s->prompt, &s->output, false}};
 }
 
+// A worker's limits that the sample step fits (block size 16, 10 + 8 blocks, 2 host blocks per group,
+// 6 seq slots, 8 rows a step, 64 positions, 256 ids).
+StepLimits limits() {
+    StepLimits l;
+    l.cache.block_size = 16;
+    l.cache.num_blocks[0] = 10;
+    l.cache.num_blocks[1] = 8;
+    l.cache.num_host_blocks[0] = l.cache.num_host_blocks[1] = 2;
+    l.cache.max_num_seqs = 6;
+    l.cache.max_num_batched_tokens = 8;
+    l.cache.max_model_len = 64;
+    l.vocab_size = 256;
+    return l;
+}
+
 TEST(StepWire, ADecodedStepEqualsTheEncodedOne) {
     Sample s;
     fill(&s);
     std::vector<uint8_t> bytes;
     encode_step(s.batch, &bytes);
     WireStep w;
-    ASSERT_TRUE(decode_step(bytes.data(), static_cast<int64_t>(bytes.size()), &w).is_ok());
+    ASSERT_TRUE(decode_step(bytes.data(), static_cast<int64_t>(bytes.size()), limits(), &w).is_ok());
     const StepBatch& a = s.batch;
     const StepBatch& b = w.batch;
     EXPECT_EQ(b.num_tokens, 4);
@@ -108,19 +125,110 @@ TEST(StepWire, ShortLongAndCorruptedBytesAreRefused) {
     encode_step(s.batch, &bytes);
     WireStep w;
     for (int64_t n : {int64_t{0}, int64_t{7}, static_cast<int64_t>(bytes.size()) - 1}) {
-        const Status st = decode_step(bytes.data(), n, &w);
+        const Status st = decode_step(bytes.data(), n, limits(), &w);
         EXPECT_EQ(st.code(), StatusCode::kInternal) << n;
         EXPECT_EQ(st.message(), "a step from rank 0 is malformed (" + std::to_string(n) + " bytes)");
     }
     std::vector<uint8_t> longer = bytes;
     longer.push_back(0);
-    EXPECT_EQ(decode_step(longer.data(), static_cast<int64_t>(longer.size()), &w).code(),
+    EXPECT_EQ(decode_step(longer.data(), static_cast<int64_t>(longer.size()), limits(), &w).code(),
               StatusCode::kInternal);
     // token_ids' length (after three int64 fields) claims more elements than there are bytes.
     std::vector<uint8_t> huge = bytes;
     const int64_t lots = int64_t{1} << 40;
     std::memcpy(huge.data() + 24, &lots, sizeof lots);
-    EXPECT_EQ(decode_step(huge.data(), static_cast<int64_t>(huge.size()), &w).code(), StatusCode::kInternal);
+    EXPECT_EQ(decode_step(huge.data(), static_cast<int64_t>(huge.size()), limits(), &w).code(), StatusCode::kInternal);
+}
+
+TEST(StepWire, EveryIndexOutOfTheWorkersRangeIsRefused) {
+    // Each mutation of the sample step names something past the worker's CacheConfig or vocabulary.
+    const std::vector<std::pair<const char*, std::function<void(Sample*)>>> bad = {
+        {"seq slot", [](Sample* s) { s->batch.seq_slots[1] = 6; }},
+        {"slot mapping", [](Sample* s) { s->batch.slot_mapping[0][3] = 10 * 16; }},
+        {"slot mapping", [](Sample* s) { s->batch.slot_mapping[1][0] = -2; }},
+        {"block-table update", [](Sample* s) { s->batch.table_updates[1].block = 8; }},
+        {"block-table update", [](Sample* s) { s->batch.table_updates[0].slot = 6; }},
+        {"block-table update", [](Sample* s) { s->batch.table_updates[0].index = 4; }},  // 64 / 16 blocks
+        {"block-table update", [](Sample* s) { s->batch.table_updates[0].group = 2; }},
+        {"block copy", [](Sample* s) { s->batch.copies[0].dst = 10; }},
+        {"block swap", [](Sample* s) { s->batch.swap_out[0].host = 2; }},
+        {"block swap", [](Sample* s) { s->batch.swap_in[0].device = -1; }},
+        {"token_ids", [](Sample* s) { s->batch.token_ids[0] = 256; }},
+        {"position", [](Sample* s) { s->batch.positions[3] = 64; }},
+        {"query_start_loc", [](Sample* s) { s->batch.query_start_loc[2] = 5; }},
+        {"query or context length", [](Sample* s) { s->batch.context_lens[0] = 2; }},
+        {"logits row", [](Sample* s) { s->batch.logits_rows[1].num_logprobs = kMaxLogprobs + 1; }},
+        {"logits row", [](Sample* s) { s->batch.logits_rows[0].target = 256; }},
+        {"no sampling parameters", [](Sample* s) { s->batch.sampling[0].params = nullptr; }},
+        {"logit_bias id", [](Sample* s) { s->penalised.logit_bias.push_back({256, 1.0f}); }},
+        {"sampling lists", [](Sample* s) { s->prompt.push_back(-1); }},
+        {"num_tokens", [](Sample* s) {
+             StepBatch& b = s->batch;
+             b.num_tokens = 9;
+             b.token_ids.resize(9, 1);
+             b.positions.resize(9, 1);
+             b.slot_mapping[0].resize(9, 1);
+             b.slot_mapping[1].resize(9, 1);
+             b.query_start_loc[2] = 9;
+         }},
+    };
+    for (const auto& [what, mutate] : bad) {
+        Sample s;
+        fill(&s);
+        mutate(&s);
+        std::vector<uint8_t> bytes;
+        encode_step(s.batch, &bytes);
+        WireStep w;
+        const Status st = decode_step(bytes.data(), static_cast<int64_t>(bytes.size()), limits(), &w);
+        EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << what;
+        EXPECT_NE(st.message().find(what), std::string::npos) << what << ": " << st.message();
+    }
+    // And the step itself fits, with room no larger than its limits allow.
+    Sample s;
+    fill(&s);
+    std::vector<uint8_t> bytes;
+    encode_step(s.batch, &bytes);
+    EXPECT_LE(static_cast<int64_t>(bytes.size()), max_step_bytes(limits()));
+    EXPECT_LT(max_step_bytes(limits()), int64_t{1} << 24);  // not the 16 GiB a header could claim
+}
+
+TEST(StepWire, NoPaddingBytesTravel) {
+    // LogitsRow has holes (after target, after feeds_slot): what they hold must not reach the bytes.
+    std::vector<uint8_t> bytes[2];
+    for (int k = 0; k < 2; ++k) {
+        Sample s;
+        fill(&s);
+        for (LogitsRow& r : s.batch.logits_rows) {
+            const LogitsRow keep = r;
+            std::memset(static_cast<void*>(&r), k == 0 ? 0x00 : 0xa5, sizeof r);
+            r.row = keep.row;
+            r.seq = keep.seq;
+            r.target = keep.target;
+            r.seed = keep.seed;
+            r.output_index = keep.output_index;
+            r.num_logprobs = keep.num_logprobs;
+            r.feeds_slot = keep.feeds_slot;
+        }
+        encode_step(s.batch, &bytes[k]);
+    }
+    EXPECT_EQ(bytes[0], bytes[1]);
+}
+
+TEST(StepWire, CacheConfigsAndReturnedIdsAreChecked) {
+    EXPECT_TRUE(check_cache_config(limits().cache).is_ok());
+    engine::CacheConfig c = limits().cache;
+    c.block_size = 0;
+    EXPECT_EQ(check_cache_config(c).code(), StatusCode::kInvalidArgument);
+    c = limits().cache;
+    c.num_blocks[1] = -1;
+    EXPECT_EQ(check_cache_config(c).code(), StatusCode::kInvalidArgument);
+    const int32_t tokens[3] = {0, 255, 7}, top[4] = {3, -1, 255, 0};
+    EXPECT_TRUE(check_sampled_ids(tokens, 3, top, 4, 256).is_ok());
+    const int32_t bad_token[1] = {256}, bad_top[1] = {-2};
+    const Status t = check_sampled_ids(bad_token, 1, top, 0, 256);
+    EXPECT_EQ(t.code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(t.message().find("token id 256"), std::string::npos) << t.message();
+    EXPECT_EQ(check_sampled_ids(tokens, 3, bad_top, 1, 256).code(), StatusCode::kInvalidArgument);
 }
 
 }  // namespace
