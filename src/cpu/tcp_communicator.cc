@@ -90,10 +90,6 @@ Result<sockaddr_in> address(const std::string& host, int port) {
     return a;
 }
 
-void no_delay(int fd) {
-    int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-}
 
 // Connects to host:port, retrying until the deadline (the peer may not listen yet).
 Result<int> connect_retry(const sockaddr_in& a, Clock::time_point deadline, const std::string& what) {
@@ -101,7 +97,7 @@ Result<int> connect_retry(const sockaddr_in& a, Clock::time_point deadline, cons
         const int fd = socket(AF_INET, SOCK_STREAM, 0);
         if (fd < 0) return sys_error("socket");
         if (connect(fd, reinterpret_cast<const sockaddr*>(&a), sizeof a) == 0) {
-            no_delay(fd);
+            set_group_socket_options(fd);
             return fd;
         }
         close(fd);
@@ -116,7 +112,7 @@ Result<int> accept_until(int listen_fd, Clock::time_point deadline, sockaddr_in*
     socklen_t len = sizeof *peer;
     const int fd = accept(listen_fd, reinterpret_cast<sockaddr*>(peer), &len);
     if (fd < 0) return sys_error("accept");
-    no_delay(fd);
+    set_group_socket_options(fd);
     return fd;
 }
 
@@ -292,6 +288,18 @@ class TcpGroupCommunicator : public TcpCommunicator {
 };
 
 }  // namespace
+
+void set_group_socket_options(int fd) {
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
+#ifdef __linux__
+    int idle = kKeepaliveIdleS, interval = kKeepaliveIntervalS, count = kKeepaliveCount;
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof interval);
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof count);
+#endif
+}
 
 Result<int> tcp_listen(const std::string& host, int port, int* bound_port) {
     VOLT_ASSIGN_OR_RETURN(sockaddr_in a, address(host, port));

@@ -43,6 +43,15 @@ struct TcpHello {
     char config[256];          // TcpOptions::config, NUL-terminated
 };
 
+// Every socket of a group: TCP_NODELAY, and TCP keepalive probes after kKeepaliveIdleS idle seconds,
+// every kKeepaliveIntervalS, kKeepaliveCount unanswered closing the connection: a peer whose host died
+// or whose link went down is noticed within 10 + 5 x 3 = 25 s even by a rank that sends nothing (an idle
+// worker waiting for rank 0's next step, wait_message). A peer process that exits is noticed at once (its
+// kernel closes the connection); one that is frozen (SIGSTOP) still answers probes: the step's watchdog
+// bounds it once a step runs.
+inline constexpr int kKeepaliveIdleS = 10, kKeepaliveIntervalS = 5, kKeepaliveCount = 3;
+void set_group_socket_options(int fd);
+
 // A listening TCP socket on host:port (port 0: any free one, returned in *bound_port). Errors: kInternal
 // naming the address and errno.
 Result<int> tcp_listen(const std::string& host, int port, int* bound_port);

@@ -8,6 +8,7 @@
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -500,6 +501,23 @@ TEST(TcpCommunicator, ARankWithAnotherSecretIsAStranger) {
         },
         [](int, const Status& s) { return s.is_ok(); });
     EXPECT_EQ(same, (std::vector<int>{0, 0}));
+}
+
+TEST(TcpCommunicator, GroupSocketsProbeAnIdlePeer) {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    set_group_socket_options(fd);
+    auto get = [fd](int level, int name) {
+        int v = -1;
+        socklen_t len = sizeof v;
+        getsockopt(fd, level, name, &v, &len);
+        return v;
+    };
+    EXPECT_EQ(get(SOL_SOCKET, SO_KEEPALIVE), 1);
+    EXPECT_EQ(get(IPPROTO_TCP, TCP_NODELAY), 1);
+    EXPECT_EQ(get(IPPROTO_TCP, TCP_KEEPIDLE), kKeepaliveIdleS);
+    EXPECT_EQ(get(IPPROTO_TCP, TCP_KEEPINTVL), kKeepaliveIntervalS);
+    EXPECT_EQ(get(IPPROTO_TCP, TCP_KEEPCNT), kKeepaliveCount);
+    close(fd);
 }
 
 }  // namespace
