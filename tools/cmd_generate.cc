@@ -8,9 +8,11 @@
 // --node-rank --master-addr --master-port; docs/parallel.md), rank 0 generates and prints, the other
 // ranks serve its steps and print "rank r of n: done".
 #include <chrono>
+#include <cstdlib>
 #include <ctime>
 #include <fstream>
 #include <iostream>
+#include <sstream>
 
 #include "core/logging.h"
 #include "engine/engine.h"
@@ -33,8 +35,9 @@ namespace {
 struct GenerateArgs {
     std::string model, prompt_ids, prompt, chat, prompts_file, reasoning_effort = "low";
     int32_t max_tokens = 64;
-    float temperature = 0.0f, top_p = 1.0f;
+    float temperature = 0.0f, top_p = 1.0f, repetition_penalty = 1.0f;
     int32_t top_k = 0;
+    std::string logit_bias;  // "ID:VALUE,ID:VALUE"
     int32_t logprobs = -1;
     std::optional<uint64_t> seed;
     bool ignore_eos = false;
@@ -124,6 +127,16 @@ void run(const GenerateArgs& a) {
     params.temperature = a.temperature;
     params.top_p = a.top_p;
     params.top_k = a.top_k;
+    params.repetition_penalty = a.repetition_penalty;
+    std::stringstream bias(a.logit_bias);
+    for (std::string item; std::getline(bias, item, ',');) {
+        const size_t colon = item.find(':');
+        char* end = nullptr;
+        const long id = colon == std::string::npos ? -1 : std::strtol(item.c_str(), &end, 10);
+        if (colon == std::string::npos || end != item.c_str() + colon || id < 0 || id >= weights->config.vocab_size)
+            fail("--logit-bias: '" + item + "' is not ID:VALUE with an id of the vocabulary");
+        params.logit_bias.emplace_back(static_cast<int32_t>(id), std::stof(item.substr(colon + 1)));
+    }
     params.seed = a.seed;
     params.ignore_eos = a.ignore_eos;
     params.logprobs = a.logprobs;
@@ -216,6 +229,11 @@ void register_generate(CLI::App& app) {
     cmd->add_option("--top-p", a->top_p)->capture_default_str();
     cmd->add_option("--top-k", a->top_k, "0: off")->capture_default_str();
     cmd->add_option("--seed", a->seed);
+    cmd->add_option("--repetition-penalty", a->repetition_penalty,
+                    "vLLM's repetition penalty on prompt and output tokens (1: off)")
+        ->check(CLI::PositiveNumber)
+        ->capture_default_str();
+    cmd->add_option("--logit-bias", a->logit_bias, "added to the logits of token ids: ID:VALUE,ID:VALUE");
     cmd->add_option("--logprobs", a->logprobs,
                     "also print each generated token's logprob and its top K (0..20; -1: none)")
         ->check(CLI::Range(-1, 20))
