@@ -2,11 +2,17 @@
 // --device cuda on the GPU through the BackendExecutor) and
 // prints each completion, then the throughput. Prompts: token ids, a text (special tokens recognised, like
 // completions), a chat message (rendered with harmony; reasoning and answer printed apart), or a file
-// with one text prompt per line (all submitted at once). With no --model: the default model.
+// with one text prompt per line (all submitted at once). With no --model: the default model. --logprobs K
+// also prints each generated token's logprob and top K (%.9g: every bit of the float). Started as one rank
+// of several processes (torchrun's WORLD_SIZE / RANK / MASTER_ADDR / MASTER_PORT, or --nnodes
+// --node-rank --master-addr --master-port; docs/parallel.md), rank 0 generates and prints, the other
+// ranks serve its steps and print "rank r of n: done".
 #include <chrono>
+#include <cstdlib>
 #include <ctime>
 #include <fstream>
 #include <iostream>
+#include <sstream>
 
 #include "core/logging.h"
 #include "engine/engine.h"
@@ -29,8 +35,10 @@ namespace {
 struct GenerateArgs {
     std::string model, prompt_ids, prompt, chat, prompts_file, reasoning_effort = "low";
     int32_t max_tokens = 64;
-    float temperature = 0.0f, top_p = 1.0f;
+    float temperature = 0.0f, top_p = 1.0f, repetition_penalty = 1.0f;
     int32_t top_k = 0;
+    std::string logit_bias;  // "ID:VALUE,ID:VALUE"
+    int32_t logprobs = -1;
     std::optional<uint64_t> seed;
     bool ignore_eos = false;
     executor::EngineFlags engine;
@@ -59,12 +67,19 @@ void run(const GenerateArgs& a) {
     if (modes > 1) fail("give one of --prompt-ids, --prompt, --chat, --prompts-file");
     Status flags = executor::check_engine_flags(a.engine);
     if (!flags.is_ok()) fail(flags.to_string());
+    const executor::ProcessLaunch launch = or_fail(executor::process_launch(a.engine));
     // A directory, or `org/name` looked up offline in the Hugging Face cache (io/model_path.h).
     io::ModelPathOptions mo;
     mo.env = io::model_path_environment();
     const std::string dir =
         a.model.empty() ? or_fail(resolve_default_model()) : or_fail(io::resolve_model_path(a.model, mo));
     std::shared_ptr<const model::ModelWeights> weights = or_fail(executor::load_weights(a.engine, dir));
+    if (launch.rank > 0) {  // a worker: rank 0 has the prompts and prints
+        const Status worked = executor::run_process_worker(a.engine, weights, launch);
+        if (!worked.is_ok()) fail("rank " + std::to_string(launch.rank) + ": " + worked.to_string());
+        std::fprintf(stderr, "rank %d of %d: done\n", launch.rank, launch.world_size);
+        return;
+    }
     std::shared_ptr<const tokenizer::Tokenizer> tok;
     if (std::ifstream(dir + "/tokenizer.json"))
         tok = or_fail(tokenizer::Tokenizer::from_file(dir + "/tokenizer.json"));
@@ -112,8 +127,19 @@ void run(const GenerateArgs& a) {
     params.temperature = a.temperature;
     params.top_p = a.top_p;
     params.top_k = a.top_k;
+    params.repetition_penalty = a.repetition_penalty;
+    std::stringstream bias(a.logit_bias);
+    for (std::string item; std::getline(bias, item, ',');) {
+        const size_t colon = item.find(':');
+        char* end = nullptr;
+        const long id = colon == std::string::npos ? -1 : std::strtol(item.c_str(), &end, 10);
+        if (colon == std::string::npos || end != item.c_str() + colon || id < 0 || id >= weights->config.vocab_size)
+            fail("--logit-bias: '" + item + "' is not ID:VALUE with an id of the vocabulary");
+        params.logit_bias.emplace_back(static_cast<int32_t>(id), std::stof(item.substr(colon + 1)));
+    }
     params.seed = a.seed;
     params.ignore_eos = a.ignore_eos;
+    params.logprobs = a.logprobs;
     params.stop_token_ids = stop_ids;
 
     const auto t0 = std::chrono::steady_clock::now();
@@ -124,6 +150,7 @@ void run(const GenerateArgs& a) {
         prompt_tokens += static_cast<int64_t>(p.size());
     }
     std::vector<std::vector<int32_t>> outputs(handles.size());
+    std::vector<std::vector<engine::TokenLogprob>> logprobs(handles.size());
     std::vector<engine::FinishReason> finish(handles.size());
     std::vector<std::string> errors;
     for (size_t i = 0; i < handles.size(); ++i) {
@@ -131,6 +158,7 @@ void run(const GenerateArgs& a) {
         while (!handles[i]->done()) {
             if (!handles[i]->next(&d, std::chrono::milliseconds(100))) continue;
             outputs[i].insert(outputs[i].end(), d.tokens.begin(), d.tokens.end());
+            logprobs[i].insert(logprobs[i].end(), d.logprobs.begin(), d.logprobs.end());
             if (d.finish != engine::FinishReason::kNone) finish[i] = d.finish;
             if (d.finish == engine::FinishReason::kError && !d.error.empty())
                 errors.push_back("prompt " + std::to_string(i) + ": " + d.error);
@@ -157,6 +185,16 @@ void run(const GenerateArgs& a) {
             std::cout << "[";
             for (size_t j = 0; j < outputs[i].size(); ++j) std::cout << (j ? "," : "") << outputs[i][j];
             std::cout << "]\n[finish: " << reason << "]\n";
+        }
+        for (const engine::TokenLogprob& lp : logprobs[i]) {
+            char buf[64];
+            std::snprintf(buf, sizeof buf, "%d %.9g", lp.token, lp.logprob);
+            std::cout << "[logprob] " << buf << " top";
+            for (const auto& [id, v] : lp.top) {
+                std::snprintf(buf, sizeof buf, " %d:%.9g", id, v);
+                std::cout << buf;
+            }
+            std::cout << "\n";
         }
     }
     std::fprintf(stderr,
@@ -191,6 +229,15 @@ void register_generate(CLI::App& app) {
     cmd->add_option("--top-p", a->top_p)->capture_default_str();
     cmd->add_option("--top-k", a->top_k, "0: off")->capture_default_str();
     cmd->add_option("--seed", a->seed);
+    cmd->add_option("--repetition-penalty", a->repetition_penalty,
+                    "vLLM's repetition penalty on prompt and output tokens (1: off)")
+        ->check(CLI::PositiveNumber)
+        ->capture_default_str();
+    cmd->add_option("--logit-bias", a->logit_bias, "added to the logits of token ids: ID:VALUE,ID:VALUE");
+    cmd->add_option("--logprobs", a->logprobs,
+                    "also print each generated token's logprob and its top K (0..20; -1: none)")
+        ->check(CLI::Range(-1, 20))
+        ->capture_default_str();
     cmd->add_flag("--ignore-eos", a->ignore_eos);
     executor::add_engine_flags(cmd, &a->engine);
     cmd->add_option("--dtype", a->engine.device.dtype,

@@ -4,10 +4,16 @@
 // resolved offline in the Hugging Face cache (io/model_path.h). `--executor
 // scripted --script FILE` replays token ids instead of running a model (API tests). SIGTERM/SIGINT:
 // stop admitting, finish or abort in-flight requests, exit 0; a second one: log what is in flight, exit 1
-// at once. Tests: tests/api/ (CTest label api; shutdown.test.mjs for the signals).
+// at once. Started as one rank of several processes (torchrun's variables or --nnodes --node-rank
+// --master-addr --master-port; docs/parallel.md "Several processes"): rank 0 serves the API and drives
+// the others, which only run its steps (no HTTP); when the group is lost (a worker exited, a watchdog
+// fired) rank 0 logs why and shuts down with exit 1, and the workers end with rank 0 (exit 0 when it
+// told them to, 1 with the reason otherwise). Tests: tests/api/ (CTest label api; shutdown.test.mjs for
+// the signals, multiprocess.test.mjs for processes).
 #include <pthread.h>
 #include <signal.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -23,6 +29,7 @@
 #include "core/paths.h"
 #include "core/signals.h"
 #include "engine/engine.h"
+#include "executor/backend_executor.h"
 #include "executor/engine_flags.h"
 #include "io/model_path.h"
 #include "model/loader.h"
@@ -112,6 +119,56 @@ void run_serve(const ServeFlags& f) {
         if (model_dir != model_name) spdlog::info("model {}: {}", model_name, model_dir);
     }
 
+    auto launch = executor::process_launch(f.engine);
+    if (!launch) fail(launch.status().to_string());
+    if (launch->rank > 0) {
+        // A worker: no HTTP and no tokenizer; it runs rank 0's steps until rank 0 ends the group. Signals
+        // are taken from the start: while it loads the weights or joins the group a stop signal exits at
+        // once (0: nothing to finish); once it serves, the first ends it between steps (exit 0; rank 0 then
+        // sees the group lost and shuts down) and a second exits at once (1).
+        std::atomic<bool> stop{false}, done{false}, serving{false};
+        std::thread watch([&] {
+            bool asked = false;
+            while (!done.load()) {
+                timespec tick{0, 100 * 1000 * 1000};
+                const int sig = sigtimedwait(&signals, nullptr, &tick);
+                if (sig <= 0) continue;
+                const char* name = sig == SIGTERM ? "SIGTERM" : "SIGINT";
+                if (asked || !serving.load()) {
+                    spdlog::info("rank {}: received {}{}: exiting now", launch->rank, name,
+                                 asked ? " again" : " before serving");
+                    spdlog::default_logger()->flush();
+                    std::_Exit(asked ? 1 : 0);
+                }
+                spdlog::info("rank {}: received {}: leaving the group (send it again to exit at once)",
+                             launch->rank, name);
+                asked = true;
+                stop.store(true);
+            }
+        });
+        auto loaded = executor::load_weights(f.engine, model_dir);
+        if (!loaded) fail(loaded.status().to_string());
+        executor::EngineFlags ef = f.engine;
+        ef.device.dtype = f.dtype;  // as rank 0's (below): the rendezvous compares them
+        auto worker = executor::make_process_rank(ef, *loaded, *launch);
+        Status worked = worker.status();
+        if (worker.is_ok()) {
+            spdlog::info("parallel: rank {} of {}: serving rank 0's steps", launch->rank, launch->world_size);
+            serving.store(true);
+            worked = (*worker)->run_worker(&stop);
+        }
+        done.store(true);
+        watch.join();
+        if (!worked.is_ok() && worked.code() != StatusCode::kFailedPrecondition) {
+            // The group failed (rank 0 gone, a watchdog, a step's error): exit 1, as rank 0 does.
+            spdlog::error("rank {}: {}", launch->rank, worked.to_string());
+            spdlog::default_logger()->flush();
+            std::exit(1);
+        }
+        spdlog::info("rank {} of {}: stopped", launch->rank, launch->world_size);
+        std::exit(0);
+    }
+
     // Tokenizer: --tokenizer, else the model's tokenizer.json, else (scripted) the gpt-oss one.
     std::string tok_path = f.tokenizer;
     if (tok_path.empty() && !model_dir.empty()) tok_path = model_dir + "/tokenizer.json";
@@ -172,12 +229,16 @@ void run_serve(const ServeFlags& f) {
     // The first SIGTERM/SIGINT starts the graceful shutdown (on its own thread: it waits for in-flight
     // requests); a second one exits at once, saying what it cut off. Polled with a timeout so that this
     // thread also ends when the server stops without a signal.
-    std::atomic<bool> stopped{false};
-    std::thread signal_thread([&http, &stopped, signals] {
+    std::atomic<bool> stopped{false}, group_lost{false};
+    std::thread signal_thread([&http, &stopped, &group_lost, signals] {
         std::thread graceful;
         while (!stopped.load()) {
             timespec tick{0, 100 * 1000 * 1000};
             const int sig = sigtimedwait(&signals, nullptr, &tick);
+            if (sig < 0 && group_lost.load() && !graceful.joinable()) {
+                graceful = std::thread([&http] { http.shutdown(); });  // as on SIGTERM
+                continue;
+            }
             if (sig < 0) continue;  // the tick (EAGAIN) or EINTR
             const char* name = sig == SIGTERM ? "SIGTERM" : "SIGINT";
             if (!graceful.joinable()) {
@@ -208,6 +269,16 @@ void run_serve(const ServeFlags& f) {
     // --device cuda: the KV budget comes from --gpu-memory-utilization after a profiling run (into ec).
     auto executor = executor::make_executor(ef, weights, &ec);
     if (!executor) fail(executor.status().to_string());
+    // Several processes: a lost group (a worker gone, a watchdog) shuts this server down as SIGTERM does
+    // (the signal thread starts it), then it exits 1; the requests of the failed step were already
+    // answered with the error.
+    if (auto* process = dynamic_cast<executor::BackendExecutor*>(executor->get());
+        process && launch->multi()) {
+        process->set_on_group_lost([&group_lost](const Status& why) {
+            spdlog::error("parallel: the group of processes is lost ({}); shutting down", why.message());
+            group_lost.store(true);
+        });
+    }
     auto engine = engine::Engine::create(ec, std::move(*executor));
     if (!engine) fail(engine.status().to_string());
     routes.set_engine(engine->get());
@@ -228,6 +299,11 @@ void run_serve(const ServeFlags& f) {
     if (stats_logger) stats_logger->stop();
     routes.set_engine(nullptr);
     (*engine)->shutdown();
+    engine->reset();  // the executor with it: several processes' workers are told to end
+    if (group_lost.load()) {
+        spdlog::error("stopped: the group of processes was lost");
+        std::exit(1);
+    }
     spdlog::info("stopped");
     std::exit(0);
 }

@@ -8,6 +8,7 @@
 #include "cpu/host_experts.h"
 #include "cpu/tcp_communicator.h"
 #include "executor/engine_flags.h"
+#include "executor/process_launch.h"
 #include "model/offload.h"
 #include "model/sequence_runner.h"
 #include "model/shard.h"
@@ -21,56 +22,30 @@ namespace {
 }
 }  // namespace
 
-// One rank of a multi-process launch (torchrun's environment variables).
+// One rank of a multi-process launch (torchrun's environment variables; executor/process_launch.h): the
+// rank's shard on its own backend, joined to the other processes over TCP (RankGroup::create_process_rank).
 ForwardSession open_process_rank(ForwardSession s, const executor::DeviceOptions& device,
-                                 const model::ParallelConfig& p, int world) {
-    auto env = [](const char* name) -> std::string {
-        const char* v = std::getenv(name);
-        if (v == nullptr || *v == 0)
-            fail(invalid_argument(
-                std::string("WORLD_SIZE is set but ") + name +
-                " is not (torchrun's variables: WORLD_SIZE, RANK, MASTER_ADDR, MASTER_PORT)"));
-        return v;
-    };
-    const int rank = std::atoi(env("RANK").c_str());
-    const std::string addr = env("MASTER_ADDR");
-    const int port = std::atoi(env("MASTER_PORT").c_str());
-    if (p.world_size() != world)
-        fail(invalid_argument("WORLD_SIZE " + std::to_string(world) + " but --tensor-parallel-size " +
-                              std::to_string(p.tensor_parallel_size) + " x --pipeline-parallel-size " +
-                              std::to_string(p.pipeline_parallel_size) + " = " +
-                              std::to_string(p.world_size())));
-    if (rank < 0 || rank >= world)
-        fail(invalid_argument("RANK " + std::to_string(rank) + " of WORLD_SIZE " + std::to_string(world)));
-    if (p.tensor_parallel_size > 1 && p.pipeline_parallel_size > 1)
-        fail(
-            unimplemented("tensor and pipeline parallelism together across processes (one process per rank): "
-                          "use one of them, or one process with threads"));
-    const Status ok = model::check_parallel(s.host->config, p);
-    if (!ok.is_ok()) fail(ok);
-    const int tp_rank = rank % p.tensor_parallel_size, pp_rank = rank / p.tensor_parallel_size;
-    auto shard = model::shard_weights(s.host, p, tp_rank, pp_rank);
-    if (!shard.is_ok()) fail(shard.status());
+                                 const model::ParallelConfig& p, const executor::ProcessLaunch& launch) {
     auto backend = executor::make_backend(device);
     if (!backend.is_ok()) fail(backend.status());
-    s.backend = std::move(*backend);
-    auto placed = model::place_model(*shard, *s.backend);
-    if (!placed.is_ok()) fail(placed.status());
-    s.placed = std::move(*placed);
-    s.forward = std::make_unique<model::Forward>(s.placed, *s.backend);
-    auto comm = cpu::tcp_connect({.rank = rank, .size = world, .host = addr, .port = port});
+    cpu::TcpOptions o;
+    o.rank = launch.rank;
+    o.size = launch.world_size;
+    o.host = launch.master_addr;
+    o.port = launch.master_port;
+    o.config = "logits: world " + std::to_string(launch.world_size) + " (tp " +
+               std::to_string(p.tensor_parallel_size) + " x pp " + std::to_string(p.pipeline_parallel_size) +
+               ")";
+    if (const char* secret = std::getenv("VOLT_GROUP_SECRET")) o.secret = secret;
+    auto comm = cpu::tcp_connect(o);
     if (!comm.is_ok()) fail(comm.status());
-    s.process_comm = std::move(*comm);
-    if (p.tensor_parallel_size > 1) {
-        s.forward->set_comm({s.process_comm.get(), nullptr});
-    } else {
-        s.forward->set_comm({nullptr, s.process_comm.get()});
-    }
-    s.process_rank = rank;
-    s.world_size = world;
-    s.writes_output = rank == (p.pipeline_parallel_size - 1) * p.tensor_parallel_size;
-    spdlog::info("parallel: rank {} of {} processes (tp rank {}, pp rank {}), communicator tcp via {}:{}",
-                 rank, world, tp_rank, pp_rank, addr, port);
+    auto ranks = executor::RankGroup::create_process_rank(s.host, p, launch.rank, std::move(*backend),
+                                                          std::move(*comm));
+    if (!ranks.is_ok()) fail(ranks.status());
+    s.ranks = std::move(*ranks);
+    s.process_rank = launch.rank;
+    s.world_size = launch.world_size;
+    s.writes_output = s.ranks->holds_output();
     return s;
 }
 
@@ -97,8 +72,13 @@ ForwardSession open_forward_or_exit(const std::string& model_dir, const executor
                                                          std::atoi(std::getenv("WORLD_SIZE")) > 1)))
         fail(unimplemented("--cpu-offload-experts with tensor or pipeline parallelism: not built yet"));
     if (offload->any()) spdlog::info("offload: {}", offload->describe());
-    if (const char* ws = std::getenv("WORLD_SIZE"); ws != nullptr && std::atoi(ws) > 1)
-        return open_process_rank(std::move(s), device, parallel, std::atoi(ws));
+    auto launch = executor::process_launch({}, parallel, device.device);
+    if (!launch.is_ok()) fail(launch.status());
+    if (launch->multi()) {
+        const Status valid = model::check_parallel(s.host->config, parallel);
+        if (!valid.is_ok()) fail(valid);
+        return open_process_rank(std::move(s), device, parallel, *launch);
+    }
     if (parallel.world_size() > 1) {
         const Status valid = model::check_parallel(s.host->config, parallel);
         if (!valid.is_ok()) fail(valid);
@@ -126,7 +106,6 @@ ForwardSession open_forward_or_exit(const std::string& model_dir, const executor
 
 void ForwardSession::set_trace(const model::TraceFn& fn) {
     if (!ranks) {
-        if (process_comm && forward->weights().shard.tp_rank != 0) return;
         forward->set_trace(fn);
         return;
     }
@@ -147,7 +126,7 @@ Status ForwardSession::run_logits(const std::vector<int32_t>& prompt, int64_t st
         runners.push_back(std::make_unique<model::SequenceRunner>(*ranks->rank(i).forward, n, 16, kv_format));
     return ranks->run([&](int i) {
         std::vector<float> l = runners[i]->append(prompt, /*all_rows=*/true, start_pos);
-        if (i == ranks->output_rank()) *logits = std::move(l);
+        if (ranks->holds_output() && i == ranks->local_output()) *logits = std::move(l);
         return Status::ok();
     });
 }

@@ -14,7 +14,8 @@
 namespace volt::tools {
 
 // TP = PP = 1: backend, placed and forward are the whole model. Otherwise `ranks` holds the shards (one
-// thread per rank, executor/rank_group.h) and backend/placed/forward are unset.
+// thread per rank, executor/rank_group.h; or, launched as several processes, this process's one rank) and
+// backend/placed/forward are unset.
 struct ForwardSession {
     std::shared_ptr<const model::ModelWeights> host;
     std::unique_ptr<ops::Backend> backend;
@@ -23,9 +24,8 @@ struct ForwardSession {
     std::unique_ptr<model::Forward> forward;
     std::unique_ptr<executor::RankGroup> ranks;
     // Launched as one rank of several processes (torchrun's environment: WORLD_SIZE, RANK, MASTER_ADDR,
-    // MASTER_PORT): forward / backend / placed are this process's rank, joined to the others over TCP
+    // MASTER_PORT): `ranks` holds this process's rank, joined to the others over TCP
     // (cpu/tcp_communicator.h); only the output rank (tp 0 of the last stage) has the logits.
-    std::unique_ptr<ops::Communicator> process_comm;
     int process_rank = 0, world_size = 1;
     bool writes_output = true;
 
@@ -41,7 +41,8 @@ struct ForwardSession {
 // parallel: --tensor-parallel-size / --pipeline-parallel-size (refused with the reason when the model
 // cannot be split so). With WORLD_SIZE > 1 in the environment (torchrun's variables, every process
 // started with the same command line) this process is rank RANK of WORLD_SIZE = tp x pp processes, rank 0
-// listening on MASTER_ADDR:MASTER_PORT; tp and pp both > 1 across processes is refused (not yet).
+// listening on MASTER_ADDR:MASTER_PORT; executor::process_launch's refusals (tp and pp both > 1 across
+// processes, a GPU device) end it with the message.
 // offload_experts: --cpu-offload-experts (model/offload.h; whole model only, else refused).
 ForwardSession open_forward_or_exit(const std::string& model_dir, const executor::DeviceOptions& device,
                                     const model::ParallelConfig& parallel = {},

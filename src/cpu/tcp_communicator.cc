@@ -9,9 +9,12 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <chrono>
 #include <cstring>
+#include <mutex>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "core/check.h"
@@ -23,7 +26,8 @@ namespace volt::cpu {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-constexpr uint32_t kMagic = 0x566f6c74;  // "Volt"
+constexpr uint32_t kMagic = kTcpHelloMagic;
+using Hello = TcpHello;
 
 Status sys_error(const std::string& what) { return internal_error(what + ": " + std::strerror(errno)); }
 
@@ -86,10 +90,6 @@ Result<sockaddr_in> address(const std::string& host, int port) {
     return a;
 }
 
-void no_delay(int fd) {
-    int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-}
 
 // Connects to host:port, retrying until the deadline (the peer may not listen yet).
 Result<int> connect_retry(const sockaddr_in& a, Clock::time_point deadline, const std::string& what) {
@@ -97,7 +97,7 @@ Result<int> connect_retry(const sockaddr_in& a, Clock::time_point deadline, cons
         const int fd = socket(AF_INET, SOCK_STREAM, 0);
         if (fd < 0) return sys_error("socket");
         if (connect(fd, reinterpret_cast<const sockaddr*>(&a), sizeof a) == 0) {
-            no_delay(fd);
+            set_group_socket_options(fd);
             return fd;
         }
         close(fd);
@@ -112,14 +112,10 @@ Result<int> accept_until(int listen_fd, Clock::time_point deadline, sockaddr_in*
     socklen_t len = sizeof *peer;
     const int fd = accept(listen_fd, reinterpret_cast<sockaddr*>(peer), &len);
     if (fd < 0) return sys_error("accept");
-    no_delay(fd);
+    set_group_socket_options(fd);
     return fd;
 }
 
-struct Hello {
-    uint32_t magic;
-    int32_t rank, size, port;
-};
 struct PeerAddr {
     uint32_t ip;  // network order
     int32_t port;
@@ -131,11 +127,11 @@ struct Header {
     int64_t bytes;
 };
 
-class TcpCommunicator : public ops::Communicator {
+class TcpGroupCommunicator : public TcpCommunicator {
   public:
-    TcpCommunicator(int rank, int size, ops::CommunicatorOptions o, std::vector<int> fds)
+    TcpGroupCommunicator(int rank, int size, ops::CommunicatorOptions o, std::vector<int> fds)
         : rank_(rank), size_(size), options_(o), fds_(std::move(fds)) {}
-    ~TcpCommunicator() override {
+    ~TcpGroupCommunicator() override {
         for (int fd : fds_)
             if (fd >= 0) close(fd);
     }
@@ -147,7 +143,7 @@ class TcpCommunicator : public ops::Communicator {
 
     Status all_reduce_sum(float* data, int64_t count) override {
         const ops::CollectiveTag tag = tags_.next(ops::CollectiveKind::kAllReduceSum, count * 4);
-        VOLT_RETURN_IF_ERROR(failed_);
+        VOLT_RETURN_IF_ERROR(failed());
         if (size_ == 1) return Status::ok();
         const int64_t bytes = count * 4;
         if (rank_ != 0) {
@@ -167,7 +163,7 @@ class TcpCommunicator : public ops::Communicator {
         int64_t total = 0;
         for (int r = 0; r < size_; ++r) total += counts[r];
         const ops::CollectiveTag tag = tags_.next(ops::CollectiveKind::kGather, total * 4);
-        VOLT_RETURN_IF_ERROR(failed_);
+        VOLT_RETURN_IF_ERROR(failed());
         if (rank_ != root) return put(root, tag, in, counts[rank_] * 4);
         int64_t off = 0;
         for (int r = 0; r < size_; ++r) {
@@ -184,18 +180,62 @@ class TcpCommunicator : public ops::Communicator {
     Status send(const void* data, int64_t bytes, int peer) override {
         VOLT_CHECK(peer >= 0 && peer < size_ && peer != rank_) << "send to rank " << peer;
         const ops::CollectiveTag tag = tags_.next_p2p(true, peer, bytes);
-        VOLT_RETURN_IF_ERROR(failed_);
+        VOLT_RETURN_IF_ERROR(failed());
         return put(peer, tag, data, bytes);
     }
     Status recv(void* data, int64_t bytes, int peer) override {
         VOLT_CHECK(peer >= 0 && peer < size_ && peer != rank_) << "recv from rank " << peer;
         const ops::CollectiveTag tag = tags_.next_p2p(false, peer, bytes);
-        VOLT_RETURN_IF_ERROR(failed_);
+        VOLT_RETURN_IF_ERROR(failed());
         return get(peer, tag, data, bytes);
     }
 
+    Status wait_message(int peer, const std::atomic<bool>* stop) override {
+        VOLT_CHECK(peer >= 0 && peer < size_ && peer != rank_) << "wait for rank " << peer;
+        VOLT_RETURN_IF_ERROR(failed());
+        for (;;) {
+            if (stop != nullptr && stop->load())
+                return failed_precondition("stopped: asked to leave the group");
+            pollfd p{fds_[peer], POLLIN, 0};
+            const int r = poll(&p, 1, 100);
+            if (r < 0 && errno != EINTR) return fail(sys_error("poll"));
+            if (r <= 0) continue;
+            uint8_t byte = 0;
+            const ssize_t n = ::recv(fds_[peer], &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+            if (n > 0) return Status::ok();
+            if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+            return fail(
+                Status(StatusCode::kUnavailable, "rank " + std::to_string(peer) +
+                                                     " closed its connection (failed or exited) while rank " +
+                                                     std::to_string(rank_) + " waited for its next message"));
+        }
+    }
+
+    Status check_peers() const override {
+        VOLT_RETURN_IF_ERROR(failed());
+        for (int r = 0; r < size_; ++r) {
+            if (r == rank_) continue;
+            pollfd p{fds_[r], POLLRDHUP, 0};
+            if (poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0)
+                return Status(StatusCode::kUnavailable,
+                              "rank " + std::to_string(r) + " closed its connection (failed or exited)");
+        }
+        return Status::ok();
+    }
+
+    void abort(const Status& why) override {
+        (void)fail(why);
+        for (int fd : fds_)
+            if (fd >= 0) shutdown(fd, SHUT_RDWR);
+    }
+
   private:
+    Status failed() const {
+        std::lock_guard<std::mutex> lock(mu_);
+        return failed_;
+    }
     Status fail(Status s) {
+        std::lock_guard<std::mutex> lock(mu_);
         if (failed_.is_ok()) {
             failed_ = s;
             spdlog::error("communicator (tcp, rank {} of {}): {}", rank_, size_, s.message());
@@ -242,11 +282,24 @@ class TcpCommunicator : public ops::Communicator {
     const ops::CommunicatorOptions options_;
     std::vector<int> fds_;  // [size], -1 for this rank
     TagCounter tags_;
+    mutable std::mutex mu_;  // failed_: abort and check_peers may come from another thread
     Status failed_;
     std::vector<float> tmp_;
 };
 
 }  // namespace
+
+void set_group_socket_options(int fd) {
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
+#ifdef __linux__
+    int idle = kKeepaliveIdleS, interval = kKeepaliveIntervalS, count = kKeepaliveCount;
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof interval);
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof count);
+#endif
+}
 
 Result<int> tcp_listen(const std::string& host, int port, int* bound_port) {
     VOLT_ASSIGN_OR_RETURN(sockaddr_in a, address(host, port));
@@ -265,111 +318,198 @@ Result<int> tcp_listen(const std::string& host, int port, int* bound_port) {
     return fd;
 }
 
-Result<std::unique_ptr<ops::Communicator>> tcp_connect(const TcpOptions& o) {
+namespace {
+
+// The sockets of a rendezvous in progress, closed unless handed to the communicator (every error path).
+struct OpenSockets {
+    std::vector<int> fds;
+    int listen_fd = -1;
+    explicit OpenSockets(int n) : fds(n, -1) {}
+    ~OpenSockets() {
+        for (int fd : fds)
+            if (fd >= 0) close(fd);
+        if (listen_fd >= 0) close(listen_fd);
+    }
+    std::vector<int> release() {
+        if (listen_fd >= 0) close(listen_fd);
+        listen_fd = -1;
+        return std::exchange(fds, {});
+    }
+};
+
+// A stranger (a port scanner, another program, a rank of some other group) gets this long to say Hello
+// before it is dropped: one that connects and says nothing must not hold the rendezvous up.
+constexpr double kHelloTimeoutS = 3.0;
+
+Clock::time_point hello_deadline(Clock::time_point deadline) {
+    return std::min(deadline, Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                                 std::chrono::duration<double>(kHelloTimeoutS)));
+}
+
+std::string peer_text(const sockaddr_in& a) {
+    char ip[INET_ADDRSTRLEN] = "?";
+    inet_ntop(AF_INET, &a.sin_addr, ip, sizeof ip);
+    return std::string(ip) + ":" + std::to_string(ntohs(a.sin_port));
+}
+
+uint64_t secret_digest(const std::string& secret) {
+    if (secret.empty()) return 0;
+    uint64_t h = 14695981039346656037ull;  // FNV-1a 64 of a fixed prefix and the secret
+    for (const char c : "voltllm group secret:" + secret) h = (h ^ static_cast<uint8_t>(c)) * 1099511628211ull;
+    return h == 0 ? 1 : h;
+}
+
+// Rank `rank`'s Hello under options o (port: its mesh listener's, 0 when it has none).
+Hello make_hello(const TcpOptions& o, int port) {
+    Hello h{};
+    h.magic = kMagic;
+    h.rank = o.rank;
+    h.size = o.size;
+    h.port = port;
+    h.secret = secret_digest(o.secret);
+    std::snprintf(h.config, sizeof h.config, "%s", o.config.c_str());
+    return h;
+}
+
+// Both sides' configurations differ: the refusal, naming both.
+Status config_mismatch(const TcpOptions& o, const Hello& peer) {
+    return invalid_argument("rank " + std::to_string(peer.rank) + " and rank " + std::to_string(o.rank) +
+                            " are configured differently and cannot form a group: rank " +
+                            std::to_string(peer.rank) + " has {" + peer.config + "} (a group of " +
+                            std::to_string(peer.size) + "), rank " + std::to_string(o.rank) + " has {" +
+                            o.config + "} (a group of " + std::to_string(o.size) + ")");
+}
+bool same_config(const TcpOptions& o, const Hello& peer) {
+    return peer.size == o.size && std::strncmp(peer.config, o.config.c_str(), sizeof peer.config) == 0;
+}
+
+// Accepts until a connection sends a Hello from one of the ranks in [lo, size) not yet connected, with
+// this group's secret; anyone else is logged, dropped and skipped. Answers the Hello with this rank's
+// own (so the peer checks the configuration too). Errors: kUnavailable at the deadline; kInvalidArgument
+// when the rank's configuration differs (config_mismatch; its socket is in fds then, closed with them).
+Result<int> accept_rank(const TcpOptions& o, int listen_fd, int lo, std::vector<int>& fds,
+                        Clock::time_point deadline, Hello* hello, sockaddr_in* peer) {
+    const Hello mine = make_hello(o, 0);
+    for (;;) {
+        VOLT_ASSIGN_OR_RETURN(const int fd, accept_until(listen_fd, deadline, peer));
+        Hello h{};
+        // The magic number first: a stranger that sends anything else is dropped at once.
+        const auto hello_dl = hello_deadline(deadline);
+        const bool said = read_all(fd, &h.magic, sizeof h.magic, hello_dl) == 0 && h.magic == kMagic &&
+                          read_all(fd, reinterpret_cast<uint8_t*>(&h) + sizeof h.magic,
+                                   static_cast<int64_t>(sizeof h - sizeof h.magic), hello_dl) == 0;
+        h.config[sizeof h.config - 1] = 0;
+        const bool ours = said && h.rank >= lo && h.rank < o.size && fds[h.rank] < 0;
+        if (ours && h.secret == mine.secret) {
+            *hello = h;
+            fds[h.rank] = fd;
+            if (write_all(fd, &mine, sizeof mine, deadline) != 0)
+                return Status(StatusCode::kUnavailable, "rank " + std::to_string(h.rank) + " hung up");
+            if (!same_config(o, h)) return config_mismatch(o, h);
+            return fd;
+        }
+        spdlog::warn("communicator (tcp, rank {}): dropped a connection from {}: {}", o.rank, peer_text(*peer),
+                     !said  ? "not a rank (no handshake)"
+                     : ours ? "a rank with another VOLT_GROUP_SECRET"
+                            : "a rank out of range or already connected");
+        close(fd);
+    }
+}
+
+// The answer to this rank's Hello on fd (a rank below it: rank 0 or a mesh peer `who`), checked.
+Status read_answer(const TcpOptions& o, int fd, const std::string& who, Clock::time_point deadline) {
+    Hello h{};
+    if (read_all(fd, &h, sizeof h, deadline) != 0 || h.magic != kMagic)
+        return Status(StatusCode::kUnavailable,
+                      who + " hung up on rank " + std::to_string(o.rank) +
+                          "'s handshake (a different VOLT_GROUP_SECRET, or not a rank of this group)");
+    h.config[sizeof h.config - 1] = 0;
+    if (h.secret != secret_digest(o.secret))
+        return invalid_argument(who + " answered with another VOLT_GROUP_SECRET");
+    if (!same_config(o, h)) return config_mismatch(o, h);
+    return Status::ok();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<TcpCommunicator>> tcp_connect(const TcpOptions& o) {
     VOLT_CHECK(o.size >= 1 && o.rank >= 0 && o.rank < o.size) << "rank " << o.rank << " of " << o.size;
     const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                              std::chrono::duration<double>(o.comm.timeout_s));
-    std::vector<int> fds(o.size, -1);
-    auto cleanup = [&](int listen_fd) {
-        if (listen_fd >= 0) close(listen_fd);
-    };
+    OpenSockets open(o.size);
+    std::vector<int>& fds = open.fds;
     if (o.size == 1)
-        return std::unique_ptr<ops::Communicator>(std::make_unique<TcpCommunicator>(0, 1, o.comm, fds));
+        return std::unique_ptr<TcpCommunicator>(
+            std::make_unique<TcpGroupCommunicator>(0, 1, o.comm, open.release()));
     auto watchdog = [&](const std::string& what) {
         return Status(StatusCode::kUnavailable, "collective watchdog: rank " + std::to_string(o.rank) +
                                                     " waited " + seconds_text(o.comm.timeout_s) +
                                                     " s at start-up for " + what);
     };
     if (o.rank == 0) {
-        int lfd = o.listen_fd;
-        if (lfd < 0) {
-            VOLT_ASSIGN_OR_RETURN(lfd, tcp_listen(o.host, o.port, nullptr));
+        if (o.listen_fd >= 0) {
+            open.listen_fd = o.listen_fd;
+        } else {
+            VOLT_ASSIGN_OR_RETURN(open.listen_fd, tcp_listen(o.host, o.port, nullptr));
         }
         std::vector<PeerAddr> table(o.size);
         for (int n = 1; n < o.size; ++n) {
             sockaddr_in peer{};
-            auto fd = accept_until(lfd, deadline, &peer);
+            Hello h{};
+            auto fd = accept_rank(o, open.listen_fd, 1, fds, deadline, &h, &peer);
+            if (!fd.is_ok() && fd.status().code() == StatusCode::kInvalidArgument) return fd.status();
             if (!fd.is_ok()) {
                 std::string missing;
                 for (int r = 1; r < o.size; ++r)
                     if (fds[r] < 0) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
-                cleanup(lfd);
                 return watchdog("ranks " + missing + " to connect");
             }
-            Hello h{};
-            if (read_all(*fd, &h, sizeof h, deadline) != 0 || h.magic != kMagic || h.rank <= 0 ||
-                h.rank >= o.size || fds[h.rank] >= 0) {
-                close(*fd);
-                --n;  // not one of ours (or a duplicate): keep waiting
-                continue;
-            }
-            if (h.size != o.size) {
-                close(*fd);
-                cleanup(lfd);
-                return invalid_argument("rank " + std::to_string(h.rank) + " joined a group of " +
-                                        std::to_string(h.size) + " ranks, rank 0 one of " +
-                                        std::to_string(o.size));
-            }
-            fds[h.rank] = *fd;
             table[h.rank] = {peer.sin_addr.s_addr, h.port};
         }
-        cleanup(lfd);
         for (int r = 1; r < o.size; ++r)
             if (write_all(fds[r], table.data(), static_cast<int64_t>(table.size() * sizeof(PeerAddr)),
                           deadline) != 0)
                 return watchdog("rank " + std::to_string(r) + " to take the address table");
     } else {
-        int my_port = 0;
-        VOLT_ASSIGN_OR_RETURN(const int lfd, tcp_listen("0.0.0.0", 0, &my_port));
         VOLT_ASSIGN_OR_RETURN(sockaddr_in root, address(o.host, o.port));
-        auto fd0 = connect_retry(root, deadline, "rank 0 at " + o.host + ":" + std::to_string(o.port));
-        if (!fd0.is_ok()) {
-            cleanup(lfd);
-            return fd0.status();
-        }
-        fds[0] = *fd0;
-        const Hello h{kMagic, o.rank, o.size, my_port};
+        VOLT_ASSIGN_OR_RETURN(fds[0],
+                              connect_retry(root, deadline, "rank 0 at " + o.host + ":" + std::to_string(o.port)));
+        // The mesh listener binds the local address this rank reaches rank 0 from (loopback stays
+        // loopback), never every interface.
+        sockaddr_in local{};
+        socklen_t len = sizeof local;
+        if (getsockname(fds[0], reinterpret_cast<sockaddr*>(&local), &len) != 0) return sys_error("getsockname");
+        char ip[INET_ADDRSTRLEN] = "";
+        inet_ntop(AF_INET, &local.sin_addr, ip, sizeof ip);
+        int my_port = 0;
+        VOLT_ASSIGN_OR_RETURN(open.listen_fd, tcp_listen(ip, 0, &my_port));
+        const Hello h = make_hello(o, my_port);
+        if (write_all(fds[0], &h, sizeof h, deadline) != 0) return watchdog("rank 0 to take its Hello");
+        VOLT_RETURN_IF_ERROR(read_answer(o, fds[0], "rank 0 at " + o.host + ":" + std::to_string(o.port), deadline));
         std::vector<PeerAddr> table(o.size);
-        if (write_all(fds[0], &h, sizeof h, deadline) != 0 ||
-            read_all(fds[0], table.data(), static_cast<int64_t>(table.size() * sizeof(PeerAddr)), deadline) !=
-                0) {
-            cleanup(lfd);
+        if (read_all(fds[0], table.data(), static_cast<int64_t>(table.size() * sizeof(PeerAddr)), deadline) != 0)
             return watchdog("rank 0's address table");
-        }
         // Mesh among ranks 1..: connect to the lower ranks, accept the higher ones.
         for (int r = 1; r < o.rank; ++r) {
             sockaddr_in a{};
             a.sin_family = AF_INET;
             a.sin_port = htons(static_cast<uint16_t>(table[r].port));
             a.sin_addr.s_addr = table[r].ip;
-            auto fd = connect_retry(a, deadline, "rank " + std::to_string(r));
-            if (!fd.is_ok()) {
-                cleanup(lfd);
-                return fd.status();
-            }
-            fds[r] = *fd;
-            const Hello me{kMagic, o.rank, o.size, 0};
-            if (write_all(fds[r], &me, sizeof me, deadline) != 0) {
-                cleanup(lfd);
-                return watchdog("rank " + std::to_string(r));
-            }
+            VOLT_ASSIGN_OR_RETURN(fds[r], connect_retry(a, deadline, "rank " + std::to_string(r)));
+            const Hello me = make_hello(o, 0);
+            if (write_all(fds[r], &me, sizeof me, deadline) != 0) return watchdog("rank " + std::to_string(r));
+            VOLT_RETURN_IF_ERROR(read_answer(o, fds[r], "rank " + std::to_string(r), deadline));
         }
         for (int n = o.rank + 1; n < o.size; ++n) {
             sockaddr_in peer{};
-            auto fd = accept_until(lfd, deadline, &peer);
             Hello got{};
-            if (!fd.is_ok() || read_all(*fd, &got, sizeof got, deadline) != 0 || got.magic != kMagic ||
-                got.rank <= o.rank || got.rank >= o.size || fds[got.rank] >= 0) {
-                if (fd.is_ok()) close(*fd);
-                cleanup(lfd);
-                return watchdog("the ranks above " + std::to_string(o.rank) + " to connect");
-            }
-            fds[got.rank] = *fd;
+            auto fd = accept_rank(o, open.listen_fd, o.rank + 1, fds, deadline, &got, &peer);
+            if (!fd.is_ok() && fd.status().code() == StatusCode::kInvalidArgument) return fd.status();
+            if (!fd.is_ok()) return watchdog("the ranks above " + std::to_string(o.rank) + " to connect");
         }
-        cleanup(lfd);
     }
-    return std::unique_ptr<ops::Communicator>(
-        std::make_unique<TcpCommunicator>(o.rank, o.size, o.comm, std::move(fds)));
+    return std::unique_ptr<TcpCommunicator>(
+        std::make_unique<TcpGroupCommunicator>(o.rank, o.size, o.comm, open.release()));
 }
 
 }  // namespace volt::cpu

@@ -1,168 +1,59 @@
 #include "cpu/thread_communicator.h"
 
-#include <chrono>
-#include <condition_variable>
 #include <cstring>
-#include <functional>
-#include <mutex>
-#include <string>
 #include <vector>
 
 #include "core/check.h"
-#include "core/logging.h"
 #include "cpu/comm_tags.h"
+#include "cpu/host_rendezvous.h"
 
 namespace volt::cpu {
 
 using ops::CollectiveKind;
 using ops::CollectiveTag;
 
+// The group's rendezvous (barriers, order check, watchdog: cpu/host_rendezvous.h) plus what the
+// threads exchange through it: the all-reduce's scratch and each ordered pair's send buffer.
 class ThreadGroupState {
   public:
     ThreadGroupState(int size, ops::CommunicatorOptions o)
-        : size_(size), options_(o), posts_(size), here_(size, false), mailboxes_(size * size) {}
+        : host_(size, "threads", o), payload_(static_cast<size_t>(size) * size) {}
 
-    struct Post {
-        CollectiveTag tag;
-        const void* in = nullptr;
-        void* out = nullptr;
-        int64_t count = 0;
-        const int64_t* counts = nullptr;
-        int root = 0;
-    };
-    struct Mailbox {
-        bool full = false;
-        CollectiveTag tag;
-        std::vector<uint8_t> data;
-    };
+    int size() const { return host_.size(); }
+    void fail(const Status& why) { host_.fail(why); }
 
-    int size() const { return size_; }
-
-    void fail(const Status& why) {
-        std::lock_guard<std::mutex> lock(mu_);
-        fail_locked(why);
-    }
-
-    // Publishes rank's post and waits for every rank's (barrier 1); the last arriver checks that all tags
-    // are equal and sizes the scratch.
-    Status meet(int rank, const Post& post) {
-        std::unique_lock<std::mutex> lock(mu_);
-        posts_[rank] = post;
-        return barrier_locked(lock, rank, post.tag, [&] {
-            for (int r = 1; r < size_; ++r) {
-                if (posts_[r].tag != posts_[0].tag) {
-                    fail_locked(internal_error("collective order differs across ranks: rank 0 issued " +
-                                               ops::describe(posts_[0].tag) + ", rank " + std::to_string(r) +
-                                               " issued " + ops::describe(posts_[r].tag)));
-                    return;
-                }
-            }
-            if (posts_[0].tag.kind == CollectiveKind::kAllReduceSum)
-                scratch_.resize(static_cast<size_t>(posts_[0].count));
+    // Barrier 1 (posts compared); an all-reduce's scratch is sized by the last arriver, when no rank
+    // still reads the previous collective's.
+    Status meet(int rank, const CollectiveTag& tag, const void* in, int64_t scratch_count) {
+        return host_.meet(rank, {tag, in}, [this, scratch_count] {
+            if (scratch_count > 0) scratch_.resize(static_cast<size_t>(scratch_count));
         });
     }
     // Barrier 2: nobody returns (and reuses its buffer) before every rank is done reading.
-    Status done(int rank, const CollectiveTag& tag) {
-        std::unique_lock<std::mutex> lock(mu_);
-        return barrier_locked(lock, rank, tag, [] {});
-    }
-
-    const Post& post(int r) const { return posts_[r]; }
+    Status done(int rank, const CollectiveTag& tag) { return host_.finish(rank, tag); }
+    // Rank r's input of the current collective (valid between meet and done).
+    const void* in(int r) const { return host_.post(r).data; }
     float* scratch() { return scratch_.data(); }
 
     Status send(int rank, int peer, const CollectiveTag& tag, const void* data, int64_t bytes) {
-        std::unique_lock<std::mutex> lock(mu_);
-        Mailbox& m = mailboxes_[rank * size_ + peer];
-        VOLT_RETURN_IF_ERROR(wait_locked(lock, rank, tag, [&] { return !m.full; }));
-        m.tag = tag;
-        m.data.assign(static_cast<const uint8_t*>(data), static_cast<const uint8_t*>(data) + bytes);
-        m.full = true;
-        cv_.notify_all();
+        VOLT_RETURN_IF_ERROR(host_.wait_mailbox(rank, rank, peer, /*sending=*/true, tag));
+        // The mailbox is empty: the receiver reads the payload only after set_mailbox (its lock orders it).
+        payload_[rank * size() + peer].assign(static_cast<const uint8_t*>(data),
+                                              static_cast<const uint8_t*>(data) + bytes);
+        host_.set_mailbox(rank, peer, true, tag);
         return Status::ok();
     }
     Status recv(int rank, int peer, const CollectiveTag& expected, void* data, int64_t bytes) {
-        std::unique_lock<std::mutex> lock(mu_);
-        Mailbox& m = mailboxes_[peer * size_ + rank];
-        VOLT_RETURN_IF_ERROR(wait_locked(lock, rank, expected, [&] { return m.full; }));
-        if (m.tag != expected) {
-            fail_locked(internal_error("collective order differs across ranks: rank " + std::to_string(rank) +
-                                       " expected " + ops::describe(expected) + " from rank " +
-                                       std::to_string(peer) + ", which sent " + ops::describe(m.tag)));
-            return failed_;
-        }
-        std::memcpy(data, m.data.data(), static_cast<size_t>(bytes));
-        m.full = false;
-        cv_.notify_all();
+        VOLT_RETURN_IF_ERROR(host_.wait_mailbox(rank, peer, rank, /*sending=*/false, expected));
+        std::memcpy(data, payload_[peer * size() + rank].data(), static_cast<size_t>(bytes));
+        host_.set_mailbox(peer, rank, false, expected);
         return Status::ok();
     }
 
   private:
-    void fail_locked(const Status& why) {
-        if (!failed_.is_ok()) return;
-        failed_ = why;
-        spdlog::error("communicator (threads, {} ranks): {}", size_, why.message());
-        cv_.notify_all();
-    }
-
-    std::string missing_locked() const {
-        std::string s;
-        for (int r = 0; r < size_; ++r)
-            if (!here_[r]) s += (s.empty() ? "" : ", ") + std::to_string(r);
-        return s;
-    }
-
-    Status barrier_locked(std::unique_lock<std::mutex>& lock, int rank, const CollectiveTag& tag,
-                          const std::function<void()>& on_complete) {
-        if (!failed_.is_ok()) return failed_;
-        here_[rank] = true;
-        if (++arrived_ == size_) {
-            on_complete();
-            arrived_ = 0;
-            here_.assign(size_, false);
-            ++generation_;
-            cv_.notify_all();
-            return failed_;
-        }
-        const uint64_t gen = generation_;
-        const auto deadline =
-            std::chrono::steady_clock::now() + std::chrono::duration<double>(options_.timeout_s);
-        while (generation_ == gen && failed_.is_ok()) {
-            if (cv_.wait_until(lock, deadline) == std::cv_status::timeout && generation_ == gen &&
-                failed_.is_ok()) {
-                fail_locked(Status(StatusCode::kUnavailable,
-                                   "collective watchdog: rank " + std::to_string(rank) + " waited " +
-                                       seconds_text(options_.timeout_s) + " s in " + ops::describe(tag) +
-                                       " for ranks " + missing_locked()));
-            }
-        }
-        return failed_;
-    }
-
-    Status wait_locked(std::unique_lock<std::mutex>& lock, int rank, const CollectiveTag& tag,
-                       const std::function<bool()>& ready) {
-        const auto deadline =
-            std::chrono::steady_clock::now() + std::chrono::duration<double>(options_.timeout_s);
-        while (failed_.is_ok() && !ready()) {
-            if (cv_.wait_until(lock, deadline) == std::cv_status::timeout && failed_.is_ok() && !ready()) {
-                fail_locked(Status(StatusCode::kUnavailable,
-                                   "collective watchdog: rank " + std::to_string(rank) + " waited " +
-                                       seconds_text(options_.timeout_s) + " s in " + ops::describe(tag)));
-            }
-        }
-        return failed_;
-    }
-
-    const int size_;
-    const ops::CommunicatorOptions options_;
-    std::mutex mu_;
-    std::condition_variable cv_;
-    int arrived_ = 0;
-    uint64_t generation_ = 0;
-    Status failed_;
-    std::vector<Post> posts_;
-    std::vector<bool> here_;
+    HostRendezvous host_;
     std::vector<float> scratch_;
-    std::vector<Mailbox> mailboxes_;  // [src * size + dst]
+    std::vector<std::vector<uint8_t>> payload_;  // [src * size + dst]
 };
 
 namespace {
@@ -177,14 +68,14 @@ class ThreadCommunicator : public ops::Communicator {
     Status all_reduce_sum(float* data, int64_t count) override {
         const CollectiveTag tag = tags_.next(CollectiveKind::kAllReduceSum, count * 4);
         if (size() == 1) return Status::ok();
-        VOLT_RETURN_IF_ERROR(g_->meet(rank_, {tag, data, data, count, nullptr, 0}));
+        VOLT_RETURN_IF_ERROR(g_->meet(rank_, tag, data, count));
         // Rank r sums elements [count * r / n, count * (r + 1) / n) over all ranks, in rank order.
         const int n = size();
         const int64_t b = count * rank_ / n, e = count * (rank_ + 1) / n;
         float* scratch = g_->scratch();
         for (int64_t i = b; i < e; ++i) {
-            float s = static_cast<const float*>(g_->post(0).in)[i];
-            for (int r = 1; r < n; ++r) s += static_cast<const float*>(g_->post(r).in)[i];
+            float s = static_cast<const float*>(g_->in(0))[i];
+            for (int r = 1; r < n; ++r) s += static_cast<const float*>(g_->in(r))[i];
             scratch[i] = s;
         }
         VOLT_RETURN_IF_ERROR(g_->done(rank_, tag));
@@ -201,12 +92,12 @@ class ThreadCommunicator : public ops::Communicator {
             if (counts[0] > 0) std::memmove(out, in, static_cast<size_t>(counts[0]) * sizeof(float));
             return Status::ok();
         }
-        VOLT_RETURN_IF_ERROR(g_->meet(rank_, {tag, in, out, counts[rank_], counts, root}));
+        VOLT_RETURN_IF_ERROR(g_->meet(rank_, tag, in, 0));
         if (rank_ == root) {
             int64_t off = 0;
             for (int r = 0; r < size(); ++r) {
                 if (counts[r] > 0)
-                    std::memcpy(out + off, g_->post(r).in, static_cast<size_t>(counts[r]) * sizeof(float));
+                    std::memcpy(out + off, g_->in(r), static_cast<size_t>(counts[r]) * sizeof(float));
                 off += counts[r];
             }
         }

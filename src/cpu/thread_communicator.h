@@ -1,5 +1,6 @@
 // The CPU communicator of ranks that are threads of one process (CPU tensor and pipeline parallelism, the
-// CI path of docs/parallel.md): ranks meet at barriers (a mutex and a condition variable), each rank
+// CI path of docs/parallel.md): ranks meet at the barriers of cpu/host_rendezvous.h (shared with the CUDA
+// communicators: the tag check and the watchdog live there), each rank
 // sums a slice of the all-reduce over every rank's buffer in rank order (r0 + r1 + ...), so the result
 // is bitwise equal on every rank and independent of timing. A collective watchdog fails the group when a
 // rank waits past CommunicatorOptions::timeout_s, and every collective's tag is compared across ranks.

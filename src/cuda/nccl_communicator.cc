@@ -9,10 +9,10 @@
 #include "core/check.h"
 #include "core/logging.h"
 #include "cpu/comm_tags.h"
+#include "cpu/host_rendezvous.h"
 #include "cuda/cuda_backend.h"
 #include "cuda/cuda_check.h"
 #include "cuda/grow_scratch.h"
-#include "cuda/host_rendezvous.h"
 #include "cuda/launch.h"
 #include "cuda/peer_access.h"
 
@@ -36,7 +36,7 @@ class NcclGroupState {
         for (void* p : one_shot_buffers)
             if (cudaFree(p) == cudaErrorCudartUnloading) return;
     }
-    HostRendezvous host;
+    cpu::HostRendezvous host;
     std::shared_ptr<const NcclLibrary> nccl;
     std::vector<int> gpus;
     std::vector<NcclComm> comms;  // [size]

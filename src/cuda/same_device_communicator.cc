@@ -6,10 +6,10 @@
 
 #include "core/check.h"
 #include "cpu/comm_tags.h"
+#include "cpu/host_rendezvous.h"
 #include "cuda/cuda_backend.h"
 #include "cuda/cuda_check.h"
 #include "cuda/grow_scratch.h"
-#include "cuda/host_rendezvous.h"
 #include "cuda/launch.h"
 
 namespace volt::cuda {
@@ -63,7 +63,7 @@ class SameDeviceGroupState {
     }
     Mailbox& mailbox(int src, int dst) { return mail_[src * host.size() + dst]; }
 
-    HostRendezvous host;
+    cpu::HostRendezvous host;
 
   private:
     const int device_;

@@ -140,8 +140,10 @@ void Engine::Impl::loop() {
         }
         Result<bool> ran = core->step();
         if (!ran.is_ok()) {
-            spdlog::error("engine step failed, aborting every request: {}", ran.status().to_string());
-            core->abort_all();
+            // Every request fails with the cause (finish_reason error; the API answers with an error
+            // object), so a client or `voltllm generate` sees why rather than a silent abort.
+            spdlog::error("engine step failed, failing every request: {}", ran.status().to_string());
+            core->abort_all(FinishReason::kError, "engine step failed: " + ran.status().to_string());
         }
         {
             std::lock_guard<std::mutex> l(stats_mu);

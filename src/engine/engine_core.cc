@@ -210,8 +210,8 @@ void EngineCore::abort_request(Request* r, FinishReason reason, const std::strin
     requests_.erase(r->index);
 }
 
-void EngineCore::abort_all() {
-    while (!requests_.empty()) abort_request(requests_.begin()->second.get());
+void EngineCore::abort_all(FinishReason reason, const std::string& error) {
+    while (!requests_.empty()) abort_request(requests_.begin()->second.get(), reason, error);
     // The steps in flight may still read the freed blocks: wait for them (their rows name no live
     // sequence now). A failing executor's errors change nothing here: everything is aborted already.
     while (!in_flight_.empty()) (void)collect_step();

@@ -64,9 +64,10 @@ class EngineCore {
     // Submits a step and/or collects one (see the top of this file); false when there was nothing to
     // do. Executor errors are returned (the caller aborts: abort_all).
     Result<bool> step();
-    // Aborts every request (kAbort deltas), then collects every step in flight (results ignored) so
-    // that all blocks and slots are free again.
-    void abort_all();
+    // Ends every request with `reason` (kAbort deltas by default; kError with `error`, the message the
+    // client gets), then collects every step in flight (results ignored) so that all blocks and slots
+    // are free again.
+    void abort_all(FinishReason reason = FinishReason::kAbort, const std::string& error = {});
 
     // Requests not finished yet, or steps in flight to collect: step() has work.
     bool has_requests() const { return !requests_.empty() || !in_flight_.empty(); }

@@ -3,10 +3,16 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <chrono>
+#include <condition_variable>
 #include <cstring>
+#include <mutex>
+#include <thread>
 #include <utility>
 
 #include "core/check.h"
+#include "cpu/tcp_communicator.h"
+#include "executor/step_wire.h"
 
 namespace volt::executor {
 
@@ -30,11 +36,172 @@ int64_t room(std::vector<uint8_t>& bytes, int64_t n) {
     bytes.resize(off + n * static_cast<int64_t>(sizeof(T)));
     return off;
 }
+
+// Rank 0 -> workers: a header, then `bytes` of payload (a CacheConfig, a step of step_wire.h, nothing).
+enum ControlKind : uint32_t { kInitCache = 1, kStep = 2, kShutdown = 3 };
+struct ControlHeader {
+    uint32_t kind = 0, pad = 0;
+    int64_t bytes = 0;
+};
 }  // namespace
+
+struct BackendExecutor::Process {
+    cpu::TcpCommunicator* comm = nullptr;  // owned by the rank (its tp or pp communicator)
+    int rank = 0, world = 1, output = 0;
+    bool shut = false;  // rank 0: the workers were told to end
+    std::vector<uint8_t> bytes;
+    std::vector<uint8_t> result;
+    WireStep step;  // workers: the step being run
+    StepLimits limits;        // workers: what steps are checked against (set by init_cache)
+    bool cache_ready = false;  // workers: init_cache came
+    // Rank 0's monitor (set_on_group_lost).
+    std::thread monitor;
+    std::mutex mu;
+    std::condition_variable cv;
+    bool stop_monitor = false;
+};
 
 BackendExecutor::BackendExecutor(std::shared_ptr<const model::ModelWeights> weights, ops::Format kv_format,
                                  int max_in_flight)
     : SyncExecutor(max_in_flight), weights_(std::move(weights)), kv_format_(kv_format) {}
+
+BackendExecutor::~BackendExecutor() { shutdown_workers(); }
+
+Result<std::unique_ptr<BackendExecutor>> BackendExecutor::create_process_rank(
+    std::shared_ptr<const model::ModelWeights> weights, const model::ParallelConfig& parallel, int rank,
+    std::unique_ptr<ops::Backend> backend, ops::Format kv_format,
+    std::unique_ptr<cpu::TcpCommunicator> comm) {
+    std::unique_ptr<BackendExecutor> ex(new BackendExecutor(weights, kv_format, 1));
+    auto p = std::make_unique<Process>();
+    p->comm = comm.get();
+    p->rank = rank;
+    p->world = parallel.world_size();
+    VOLT_ASSIGN_OR_RETURN(ex->group_, RankGroup::create_process_rank(std::move(weights), parallel, rank,
+                                                                     std::move(backend), std::move(comm)));
+    p->output = ex->group_->output_rank();
+    ex->process_ = std::move(p);
+    ex->states_.resize(1);
+    return ex;
+}
+
+void BackendExecutor::set_on_group_lost(std::function<void(const Status&)> on_lost) {
+    if (!process_ || process_->rank != 0 || !on_lost) return;
+    Process* p = process_.get();
+    p->monitor = std::thread([p, on_lost = std::move(on_lost)] {
+        std::unique_lock<std::mutex> lock(p->mu);
+        while (!p->stop_monitor) {
+            p->cv.wait_for(lock, std::chrono::milliseconds(200));
+            if (p->stop_monitor) return;
+            const Status s = p->comm->check_peers();
+            if (!s.is_ok()) {
+                lock.unlock();
+                on_lost(s);
+                return;
+            }
+        }
+    });
+}
+
+void BackendExecutor::shutdown_workers() {
+    if (!process_ || process_->rank != 0) return;
+    {
+        std::lock_guard<std::mutex> lock(process_->mu);
+        process_->stop_monitor = true;
+    }
+    process_->cv.notify_all();
+    if (process_->monitor.joinable()) process_->monitor.join();
+    if (process_->shut || !process_->comm->check_peers().is_ok()) return;
+    process_->shut = true;
+    const Status s = send_control(kShutdown, {});
+    if (!s.is_ok()) spdlog::warn("parallel: telling the worker processes to end failed: {}", s.to_string());
+}
+
+Status BackendExecutor::lose(Status why) {
+    if (process_) process_->comm->abort(why);
+    return why;
+}
+
+Status BackendExecutor::send_control(uint32_t kind, const std::vector<uint8_t>& payload) {
+    Process& p = *process_;
+    p.comm->begin_step(step_count_);
+    const ControlHeader h{kind, 0, static_cast<int64_t>(payload.size())};
+    for (int r = 1; r < p.world; ++r) {
+        VOLT_RETURN_IF_ERROR(p.comm->send(&h, sizeof h, r));
+        if (h.bytes > 0) VOLT_RETURN_IF_ERROR(p.comm->send(payload.data(), h.bytes, r));
+    }
+    return Status::ok();
+}
+
+// The output rank's sampled ids and logprobs of `rows` logits rows, sent to rank 0 when they differ.
+Status BackendExecutor::exchange_result(int64_t rows) {
+    Process& p = *process_;
+    if (p.output == 0 || rows == 0 || (p.rank != 0 && p.rank != p.output)) return Status::ok();
+    const int64_t top = rows * kMaxLogprobs;
+    std::vector<uint8_t>& buf = p.result;
+    buf.resize(static_cast<size_t>(rows * 8 + top * 8));
+    uint8_t* at[4] = {buf.data(), buf.data() + rows * 4, buf.data() + rows * 8,
+                      buf.data() + rows * 8 + top * 4};
+    if (p.rank == p.output) {
+        std::memcpy(at[0], tokens_.data(), rows * 4);
+        std::memcpy(at[1], logprobs_.data(), rows * 4);
+        std::memcpy(at[2], top_ids_.data(), top * 4);
+        std::memcpy(at[3], top_logprobs_.data(), top * 4);
+        return p.comm->send(buf.data(), static_cast<int64_t>(buf.size()), 0);
+    }
+    VOLT_RETURN_IF_ERROR(p.comm->recv(buf.data(), static_cast<int64_t>(buf.size()), p.output));
+    VOLT_RETURN_IF_ERROR(check_sampled_ids(reinterpret_cast<const int32_t*>(at[0]), rows,
+                                           reinterpret_cast<const int32_t*>(at[2]), top,
+                                           weights_->config.vocab_size));
+    std::memcpy(tokens_.data(), at[0], rows * 4);
+    std::memcpy(logprobs_.data(), at[1], rows * 4);
+    std::memcpy(top_ids_.data(), at[2], top * 4);
+    std::memcpy(top_logprobs_.data(), at[3], top * 4);
+    return Status::ok();
+}
+
+Status BackendExecutor::run_worker(const std::atomic<bool>* stop) {
+    VOLT_CHECK(process_ && process_->rank != 0) << "run_worker on a process rank > 0 only";
+    Process& p = *process_;
+    for (;;) {
+        VOLT_RETURN_IF_ERROR(p.comm->wait_message(0, stop));
+        p.comm->begin_step(step_count_);
+        ControlHeader h;
+        Status s = p.comm->recv(&h, sizeof h, 0);
+        // The most any message may hold: a CacheConfig before init_cache, then the largest step it allows.
+        const int64_t most = std::max<int64_t>(sizeof(CacheConfig), p.cache_ready ? max_step_bytes(p.limits) : 0);
+        if (s.is_ok() && (h.bytes < 0 || h.bytes > most))
+            s = internal_error("a control message from rank 0 of " + std::to_string(h.bytes) +
+                               " bytes (at most " + std::to_string(most) + " now)");
+        if (s.is_ok()) {
+            p.bytes.resize(static_cast<size_t>(h.bytes));
+            if (h.bytes > 0) s = p.comm->recv(p.bytes.data(), h.bytes, 0);
+        }
+        if (!s.is_ok()) return lose(s);
+        if (h.kind == kShutdown) return Status::ok();
+        if (h.kind == kInitCache) {
+            if (h.bytes != static_cast<int64_t>(sizeof(CacheConfig)))
+                return lose(
+                    internal_error("init_cache from rank 0 of " + std::to_string(h.bytes) + " bytes"));
+            CacheConfig c;
+            std::memcpy(&c, p.bytes.data(), sizeof c);
+            s = check_cache_config(c);
+            if (s.is_ok()) s = init_cache(c);
+            if (s.is_ok()) {
+                p.limits = {c, weights_->config.vocab_size};
+                p.cache_ready = true;
+            }
+        } else if (h.kind == kStep) {
+            s = p.cache_ready ? decode_step(p.bytes.data(), h.bytes, p.limits, &p.step)
+                              : internal_error("a step from rank 0 before init_cache");
+            StepResult ignored;
+            if (s.is_ok()) s = run(p.step.batch, &ignored);
+        } else {
+            s = internal_error("an unknown control message from rank 0 (kind " + std::to_string(h.kind) +
+                               ", " + std::to_string(h.bytes) + " bytes)");
+        }
+        if (!s.is_ok()) return lose(s);
+    }
+}
 
 Status BackendExecutor::make_ranks(const model::ParallelConfig& parallel, const BackendFactory& make_backend,
                                    const ops::CommunicatorOptions& comm_options,
@@ -78,7 +245,7 @@ ExecutorInfo BackendExecutor::info() const {
     for (int64_t l = 0; l < c.num_hidden_layers; ++l) info.has_group[model::kv_group_of(c, l)] = true;
     info.sliding_window = info.has_group[1] ? c.sliding_window : 0;
     info.can_swap = true;
-    info.kv_in_host_memory = group_->rank(group_->output_rank()).backend->memory_is_host();
+    info.kv_in_host_memory = group_->rank(group_->local_output()).backend->memory_is_host();
     return info;
 }
 
@@ -142,6 +309,11 @@ double BackendExecutor::max_device_kv_share(int64_t block_size) const {
 }
 
 Status BackendExecutor::init_cache(const CacheConfig& c) {
+    if (process_ && process_->rank == 0) {
+        std::vector<uint8_t> bytes(sizeof c);
+        std::memcpy(bytes.data(), &c, sizeof c);
+        if (Status s = send_control(kInitCache, bytes); !s.is_ok()) return lose(s);
+    }
     const int64_t rows = std::max<int64_t>(c.max_num_batched_tokens, 1);
     for (int i = 0; i < group_->size(); ++i) {
         Rank& r = group_->rank(i);
@@ -409,6 +581,11 @@ Status BackendExecutor::run_rank(int i, const StepBatch& b, const model::HostSte
 
 Status BackendExecutor::run(const StepBatch& b, StepResult* result) {
     VOLT_CHECK(!states_[0].cache.layers().empty()) << "init_cache before the first step";
+    if (process_ && process_->rank == 0) {
+        process_->bytes.clear();
+        encode_step(b, &process_->bytes);
+        if (Status s = send_control(kStep, process_->bytes); !s.is_ok()) return lose(s);
+    }
     builder_.apply_table_updates(b);
     const model::HostStep& step = builder_.build(b);
     const auto R = static_cast<int64_t>(b.logits_rows.size());
@@ -421,7 +598,9 @@ Status BackendExecutor::run(const StepBatch& b, StepResult* result) {
         VOLT_RETURN_IF_ERROR(run_graph(b, step));
     } else {
         // Every rank runs the same step (so all issue the same collectives); only the output rank samples.
-        VOLT_RETURN_IF_ERROR(group_->run([&](int i) { return run_rank(i, b, step); }));
+        Status s = group_->run([&](int i) { return run_rank(i, b, step); });
+        if (s.is_ok() && process_) s = exchange_result(R);
+        if (!s.is_ok()) return process_ ? lose(s) : s;
     }
     ++step_count_;
     fill_result(b, tokens_, logprobs_, top_ids_, top_logprobs_, kMaxLogprobs, result);
@@ -474,7 +653,7 @@ void pad_decode_step(const model::HostStep& s, int64_t rows, const int64_t width
 }  // namespace
 
 bool BackendExecutor::graph_eligible(const StepBatch& b) const {
-    if (enforce_eager_ || experts_offloaded_ || graphs_failed_ || capture_sizes_.empty() ||
+    if (enforce_eager_ || experts_offloaded_ || graphs_failed_ || capture_sizes_.empty() || process_ ||
         group_->size() != 1 || !group_->rank(0).backend->has_graphs())
         return false;
     if (b.num_tokens != b.num_seqs || b.num_tokens > capture_sizes_.back() || b.num_tokens <= 0) return false;

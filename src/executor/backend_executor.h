@@ -10,10 +10,16 @@
 // the output rank (tp 0 of the last stage) samples on the gathered logits (docs/parallel.md).
 // KV swap (StepBatch::swap_out / swap_in): every rank keeps a host swap pool per KV group for its own
 // shard (ops::Backend::alloc_host: pinned on a GPU) and swaps its own blocks, first in each step.
+// Process ranks (create_process_rank: the engine across processes, docs/parallel.md "Several
+// processes"): each process holds one rank; rank 0's executor is the engine's and sends init_cache and
+// every step (executor/step_wire.h) to the other processes over the TCP communicator, whose run_worker
+// loops run the same rank code, so the collectives line up; the output rank sends the sampled ids and
+// logprobs back to rank 0 when it is not rank 0 (pipeline parallel).
 // Tests: tests/unit/engine/engine_test.cc (through CpuExecutor), scripts/gpu/check.sh (--device cuda).
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <functional>
 #include <map>
 #include <memory>
@@ -25,6 +31,10 @@
 #include "model/forward.h"
 #include "model/kv_store.h"
 #include "ops/ops.h"
+
+namespace volt::cpu {
+class TcpCommunicator;
+}
 
 namespace volt::executor {
 
@@ -45,6 +55,34 @@ class BackendExecutor : public SyncExecutor {
         const BackendFactory& make_backend, ops::Format kv_format,
         const ops::CommunicatorOptions& comm_options = {},
         const CommFactory& make_comms = thread_communicators);
+
+    // Rank `rank` of `parallel` (world size > 1; tp and pp not both > 1) in this process, on `backend`,
+    // joined to the other processes by `comm` (cpu::tcp_connect, every process of the world). At rank 0
+    // the result is the engine's executor (it drives the others: see the file comment); at any other rank
+    // call run_worker. Errors: check_parallel's refusal, placement's.
+    static Result<std::unique_ptr<BackendExecutor>> create_process_rank(
+        std::shared_ptr<const model::ModelWeights> weights, const model::ParallelConfig& parallel, int rank,
+        std::unique_ptr<ops::Backend> backend, ops::Format kv_format,
+        std::unique_ptr<cpu::TcpCommunicator> comm);
+    // Rank 0 of process ranks: shutdown_workers() first.
+    ~BackendExecutor() override;
+
+    // A process rank > 0: takes rank 0's messages (init_cache, each step, shutdown) and runs them as rank
+    // 0 does, sending the step's sampled ids back when it is the output rank. Waits for a message with no
+    // deadline (polling *stop, when given, every 100 ms); each step itself is bounded by the watchdog.
+    // Returns ok when rank 0 shuts the workers down (shutdown_workers). Errors: kUnavailable when rank 0
+    // closed its connection (it exited or failed) or a collective's watchdog fired, kFailedPrecondition when
+    // *stop became true, a step's error; on any error the connections are shut first, so every other process
+    // notices at once instead of waiting for its watchdog.
+    Status run_worker(const std::atomic<bool>* stop = nullptr);
+    // Rank 0 of process ranks: tells the workers to end (their run_worker returns ok). Idempotent; does
+    // nothing for other executors or once the group failed.
+    void shutdown_workers();
+    // Rank 0 of process ranks: `on_lost` is called once, from a monitor thread that polls every 200 ms,
+    // when the group is lost for good: a worker's connection closed (it exited, failed or was killed) or
+    // a step failed (a watchdog, a closed connection; the step's error went to the engine first). `voltllm
+    // serve` shuts down on it. Call once, before the first step; never called after shutdown_workers.
+    void set_on_group_lost(std::function<void(const Status&)> on_lost);
 
     // The host weights the executor was made from (before placement).
     const model::ModelWeights& host_weights() const { return *weights_; }
@@ -90,8 +128,8 @@ class BackendExecutor : public SyncExecutor {
     const model::KvStore& kv_cache(int i = 0) const { return states_[i].cache; }
 
     // The output rank's forward pass and backend (the only ones at TP = PP = 1).
-    model::Forward& forward() { return *group_->rank(group_->output_rank()).forward; }
-    ops::Backend& backend() { return *group_->rank(group_->output_rank()).backend; }
+    model::Forward& forward() { return *group_->rank(group_->local_output()).forward; }
+    ops::Backend& backend() { return *group_->rank(group_->local_output()).backend; }
     RankGroup& ranks() { return *group_; }
 
     // Tests: called on each rank's thread (concurrently at TP/PP > 1: it must be thread-safe) for every
@@ -132,6 +170,12 @@ class BackendExecutor : public SyncExecutor {
         std::vector<ops::KvLayer> group_layers;
     };
     Status run_rank(int i, const engine::StepBatch& b, const model::HostStep& step);
+    // Process ranks: the control messages from rank 0 to the workers, and the failure path (the
+    // connections shut, `why` returned).
+    struct Process;
+    Status send_control(uint32_t kind, const std::vector<uint8_t>& payload);
+    Status exchange_result(int64_t rows);
+    Status lose(Status why);
     // The batch's copy-on-write block copies on rank i.
     void copy_blocks(int i, const engine::StepBatch& b);
     // The decode step as a graph replay (set_enforce_eager); false when the step is not one.
@@ -145,6 +189,7 @@ class BackendExecutor : public SyncExecutor {
     std::shared_ptr<const model::ModelWeights> weights_;
     ops::Format kv_format_;
     std::unique_ptr<RankGroup> group_;
+    std::unique_ptr<Process> process_;  // process ranks only (after group_: its monitor goes first)
     std::vector<RankState> states_;
     uint64_t step_count_ = 0;
     StepBuilder builder_;

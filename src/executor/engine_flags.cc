@@ -3,11 +3,15 @@
 #include <algorithm>
 #include <cinttypes>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <map>
 
+#include "core/check.h"
 #include "core/logging.h"
 #include "core/thread_pool.h"
 #include "cpu/experts_fast.h"
+#include "cpu/tcp_communicator.h"
 #include "executor/backend_executor.h"
 #include "executor/cpu_executor.h"
 #include "executor/scripted_executor.h"
@@ -90,6 +94,20 @@ void add_engine_flags(CLI::App* app, EngineFlags* f) {
                     "seconds a rank may wait in one collective before the engine fails (watchdog)")
         ->check(CLI::PositiveNumber)
         ->capture_default_str();
+    app->add_option(
+           "--nnodes", f->launch.nnodes,
+           "processes of a launch across nodes, one per node and one tensor / pipeline parallel rank "
+           "each: must equal TP x PP (vLLM's flag; torchrun's WORLD_SIZE works too; docs/parallel.md)")
+        ->check(CLI::PositiveNumber);
+    app->add_option("--node-rank", f->launch.node_rank,
+                    "this node's process among --nnodes: its rank (0 runs the engine and the API server; "
+                    "else NODE_RANK)")
+        ->check(CLI::NonNegativeNumber);
+    app->add_option("--master-addr", f->launch.master_addr,
+                    "several processes: rank 0's address, where it listens (else MASTER_ADDR)");
+    app->add_option("--master-port", f->launch.master_port,
+                    "several processes: rank 0's port (else MASTER_PORT)")
+        ->check(CLI::Range(1, 65535));
     app->add_option("--load-format", f->load_format,
                     "auto, safetensors, or dummy (random weights, any config)")
         ->check(CLI::IsMember({"auto", "safetensors", "dummy"}))
@@ -237,10 +255,102 @@ Result<model::OffloadPlan> offload_plan(const EngineFlags& f, const model::Model
     return model::plan_offload(w, {f.cpu_offload_experts, f.cpu_offload_gb});
 }
 
+Result<ProcessLaunch> process_launch(const EngineFlags& f) {
+    return process_launch(f.launch, f.parallel, f.device.device);
+}
+
+namespace {
+struct Fnv {
+    uint64_t h = 14695981039346656037ull;
+    void bytes(const void* p, size_t n) {
+        for (size_t i = 0; i < n; ++i) h = (h ^ static_cast<const uint8_t*>(p)[i]) * 1099511628211ull;
+    }
+    template <typename T>
+    void pod(const T& v) {
+        bytes(&v, sizeof v);
+    }
+};
+}  // namespace
+
+std::string group_fingerprint(const EngineFlags& f, const model::ModelWeights& w, const ProcessLaunch& l) {
+    const model::GptOssConfig& c = w.config;
+    Fnv h;
+    for (int64_t v : {c.num_hidden_layers, c.num_local_experts, c.num_experts_per_tok, c.hidden_size,
+                      c.intermediate_size, c.head_dim, c.num_attention_heads, c.num_key_value_heads,
+                      c.vocab_size, c.sliding_window, c.initial_context_length, c.max_position_embeddings,
+                      c.pad_token_id, c.awq_group_size})
+        h.pod(v);
+    for (double v : {c.rope_theta, c.swiglu_limit, c.swiglu_alpha, c.rms_norm_eps}) h.pod(v);
+    for (model::LayerType t : c.layer_types) h.pod(static_cast<int>(t));
+    for (int64_t id : c.eos_token_ids) h.pod(id);
+    h.pod(static_cast<int>(c.quant_method));
+    h.pod(c.mxfp4_quantized);
+    h.pod(c.attention_bias);
+    h.pod(c.tie_word_embeddings);
+    h.bytes(c.model_type.data(), c.model_type.size());
+    if (w.norm.data != nullptr)
+        h.bytes(w.norm.data, static_cast<size_t>(w.norm.n) * (w.norm.format == ops::Format::kF32 ? 4 : 2));
+    char model[17];
+    std::snprintf(model, sizeof model, "%016" PRIx64, h.h);
+    return "world " + std::to_string(l.world_size) + " (tp " + std::to_string(f.parallel.tensor_parallel_size) +
+           " x pp " + std::to_string(f.parallel.pipeline_parallel_size) + "), model " + model + " (" +
+           std::to_string(c.num_hidden_layers) + " layers, vocab " + std::to_string(c.vocab_size) +
+           "), kv-cache-dtype " + f.kv_cache_dtype + ", device " + f.device.device + ", dtype " +
+           f.device.dtype + ", load-format " + f.load_format;
+}
+
+Result<std::unique_ptr<BackendExecutor>> make_process_rank(const EngineFlags& f,
+                                                           std::shared_ptr<const model::ModelWeights> weights,
+                                                           const ProcessLaunch& launch) {
+    VOLT_CHECK(launch.multi()) << "make_process_rank of a single process";
+    if (f.executor != "cpu")
+        return unimplemented("--executor " + f.executor + " across processes: only the model runs there");
+    if (!weights) return invalid_argument("--executor cpu needs a model");
+    VOLT_RETURN_IF_ERROR(model::check_parallel(weights->config, f.parallel));
+    VOLT_ASSIGN_OR_RETURN(const model::OffloadPlan offload, offload_plan(f, *weights));
+    if (offload.any())
+        return unimplemented(
+            "--cpu-offload-experts / --cpu-offload-gb with --tensor-parallel-size or "
+            "--pipeline-parallel-size > 1: not built yet (one rank only)");
+    VOLT_ASSIGN_OR_RETURN(const ops::Format kv_format, kv_cache_format(f.kv_cache_dtype, f.device.device));
+    VOLT_ASSIGN_OR_RETURN(auto backend, make_backend(f.device));
+    spdlog::info("parallel: rank {} of {} processes ({}); {} {}:{}", launch.rank, launch.world_size,
+                 launch.source, launch.rank == 0 ? "listening on" : "joining rank 0 at", launch.master_addr,
+                 launch.master_port);
+    cpu::TcpOptions o;
+    o.rank = launch.rank;
+    o.size = launch.world_size;
+    o.host = launch.master_addr;
+    o.port = launch.master_port;
+    o.comm.timeout_s = f.collective_timeout_s;
+    o.config = group_fingerprint(f, *weights, launch);
+    if (const char* secret = std::getenv("VOLT_GROUP_SECRET")) o.secret = secret;
+    VOLT_ASSIGN_OR_RETURN(auto comm, cpu::tcp_connect(o));
+    return BackendExecutor::create_process_rank(std::move(weights), f.parallel, launch.rank,
+                                                std::move(backend), kv_format, std::move(comm));
+}
+
+Status run_process_worker(const EngineFlags& f, std::shared_ptr<const model::ModelWeights> weights,
+                          const ProcessLaunch& launch, const std::atomic<bool>* stop) {
+    VOLT_CHECK(launch.rank > 0) << "run_process_worker at rank " << launch.rank;
+    VOLT_ASSIGN_OR_RETURN(auto ex, make_process_rank(f, std::move(weights), launch));
+    spdlog::info("parallel: rank {} of {}: serving rank 0's steps", launch.rank, launch.world_size);
+    return ex->run_worker(stop);
+}
+
 Result<std::unique_ptr<Executor>> make_executor(const EngineFlags& f,
                                                 std::shared_ptr<const model::ModelWeights> weights,
                                                 EngineConfig* config) {
     VOLT_RETURN_IF_ERROR(check_engine_flags(f));
+    VOLT_ASSIGN_OR_RETURN(const ProcessLaunch launch, process_launch(f));
+    if (launch.multi()) {
+        if (launch.rank != 0)
+            return Status(StatusCode::kFailedPrecondition,
+                          "rank " + std::to_string(launch.rank) +
+                              " of several processes runs run_process_worker, not an engine");
+        VOLT_ASSIGN_OR_RETURN(auto ex, make_process_rank(f, std::move(weights), launch));
+        return std::unique_ptr<Executor>(std::move(ex));
+    }
     if (f.executor == "scripted") {
         VOLT_ASSIGN_OR_RETURN(auto ex, ScriptedExecutor::from_file(f.script));
         return std::unique_ptr<Executor>(std::move(ex));

@@ -7,19 +7,22 @@
 // --embedding-in-host-memory,
 // --enforce-eager, --gpu-memory-utilization,
 // --load-format auto|safetensors|dummy, --tensor-parallel-size, --pipeline-parallel-size,
-// --collective-timeout (docs/parallel.md), --cpu-offload-experts and --cpu-offload-gb (CPU expert offload,
-// model/offload.h), --kv-cache-dtype auto|int8 (vLLM's fp8 spellings refused). --dtype stays each command's
-// own (serve takes vLLM's spellings).
-// Tests: tests/unit/executor/engine_flags_test.cc; on the GPU scripts/gpu/serve.sh.
+// --collective-timeout, and for one rank per process --nnodes, --node-rank, --master-addr, --master-port
+// (docs/parallel.md; executor/process_launch.h), --cpu-offload-experts and --cpu-offload-gb (CPU expert
+// offload, model/offload.h), --kv-cache-dtype auto|int8 (vLLM's fp8 spellings refused). --dtype stays each
+// command's own (serve takes vLLM's spellings). Tests: tests/unit/executor/engine_flags_test.cc; on the GPU
+// scripts/gpu/serve.sh.
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <atomic>
 #include <memory>
 #include <string>
 
 #include "core/status.h"
 #include "engine/engine.h"
 #include "executor/backend_factory.h"
+#include "executor/process_launch.h"
 #include "model/offload.h"
 #include "model/shard.h"
 #include "model/weights.h"
@@ -43,6 +46,7 @@ struct EngineFlags {
     std::string load_format = "auto";        // auto | safetensors | dummy (model/dummy_weights.h)
     model::ParallelConfig parallel;          // --tensor-parallel-size, --pipeline-parallel-size
     double collective_timeout_s = 300.0;     // --collective-timeout: the communicators' watchdog
+    LaunchFlags launch;                      // --nnodes, --node-rank, --master-addr, --master-port
     std::string quantization;                // --quantization: must match the checkpoint ("": any)
     std::string cpu_offload_experts;      // --cpu-offload-experts: N, all, or a layer list (model/offload.h)
     double cpu_offload_gb = 0.0;          // --cpu-offload-gb: GiB of experts (last layers) on the host
@@ -65,7 +69,9 @@ void add_engine_flags(CLI::App* app, EngineFlags* flags);
 // it), or --swap-space is negative.
 Status check_engine_flags(const EngineFlags& flags);
 
-// The executor the flags name. "cpu" needs `weights` (the caller loads them only in that case);
+// The executor the flags name. Launched as several processes (process_launch): rank 0's process rank
+// (make_process_rank; ranks > 0 call run_process_worker instead: kFailedPrecondition here). "cpu" needs
+// `weights` (the caller loads them only in that case);
 // "scripted" reads flags.script; --device cuda places `weights` on the GPU (BackendExecutor, f16 KV
 // cache). With `config` and --device cuda, memory is planned as vLLM does: a profiling run of
 // config->max_num_batched_tokens tokens (BackendExecutor::profile) brings activations and scratch to
@@ -75,6 +81,35 @@ Status check_engine_flags(const EngineFlags& flags);
 Result<std::unique_ptr<Executor>> make_executor(const EngineFlags& flags,
                                                 std::shared_ptr<const model::ModelWeights> weights,
                                                 EngineConfig* config = nullptr);
+
+// The launch of several processes the flags and the environment describe (process_launch over
+// flags.launch, flags.parallel, flags.device.device): a world size of 1 unless WORLD_SIZE or --nnodes say
+// otherwise. Errors: process_launch's.
+Result<ProcessLaunch> process_launch(const EngineFlags& flags);
+
+// This process's rank of `launch` (launch.multi()): its shard of `weights` on the CPU backend, joined to
+// the other processes over TCP (rank 0 listens on the master address; the watchdog, --collective-timeout,
+// bounds the rendezvous too). At rank 0 it is the engine's executor (make_executor returns it); at other
+// ranks run_process_worker runs it. Errors: the rendezvous's (kUnavailable naming the missing ranks),
+// check_parallel's, placement's, kv_cache_format's; kUnimplemented for --executor scripted and CPU
+// expert offload across processes.
+Result<std::unique_ptr<BackendExecutor>> make_process_rank(const EngineFlags& flags,
+                                                           std::shared_ptr<const model::ModelWeights> weights,
+                                                           const ProcessLaunch& launch);
+
+// What every process of a launch must agree on, as one line for the rendezvous's handshake
+// (cpu::TcpOptions::config): world size, tp x pp, the model's identity (an FNV-1a 64 hash of its config
+// and its final norm's weights: another checkpoint or another config differs), --kv-cache-dtype,
+// --device, --dtype, --load-format. A rank whose line differs from rank 0's is refused, both lines named.
+std::string group_fingerprint(const EngineFlags& flags, const model::ModelWeights& weights,
+                              const ProcessLaunch& launch);
+
+// A worker process (launch.rank > 0): make_process_rank, then BackendExecutor::run_worker until rank 0
+// ends the group (ok). `stop` (optional) ends the wait between steps (kFailedPrecondition). Errors:
+// make_process_rank's and run_worker's (kUnavailable when rank 0 exited or failed, a watchdog, a step's
+// error).
+Status run_process_worker(const EngineFlags& flags, std::shared_ptr<const model::ModelWeights> weights,
+                          const ProcessLaunch& launch, const std::atomic<bool>* stop = nullptr);
 
 // The layers whose experts stay in host memory and run on the CPU (--cpu-offload-experts,
 // --cpu-offload-gb; model::plan_offload's errors), for `weights`.

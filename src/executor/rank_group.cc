@@ -118,6 +118,41 @@ Result<std::unique_ptr<RankGroup>> RankGroup::create(std::shared_ptr<const model
     return g;
 }
 
+Result<std::unique_ptr<RankGroup>> RankGroup::create_process_rank(
+    std::shared_ptr<const model::ModelWeights> weights, const model::ParallelConfig& p, int rank,
+    std::unique_ptr<ops::Backend> backend, std::unique_ptr<ops::Communicator> comm) {
+    VOLT_RETURN_IF_ERROR(model::check_parallel(weights->config, p));
+    const int tp = p.tensor_parallel_size, pp = p.pipeline_parallel_size;
+    VOLT_CHECK(p.world_size() > 1 && (tp == 1 || pp == 1)) << "a process rank of " << tp << " x " << pp;
+    VOLT_CHECK(rank >= 0 && rank < p.world_size() && comm && comm->size() == p.world_size() &&
+               comm->rank() == rank)
+        << "process rank " << rank << " of " << p.world_size();
+    std::unique_ptr<RankGroup> g(new RankGroup());
+    g->parallel_ = p;
+    g->first_ = rank;
+    auto r = std::make_unique<Rank>();
+    r->index = rank;
+    r->tp_rank = rank % tp;
+    r->pp_rank = rank / tp;
+    r->backend = std::move(backend);
+    r->backend->bind_thread();
+    VOLT_ASSIGN_OR_RETURN(r->shard, model::shard_weights(weights, p, r->tp_rank, r->pp_rank));
+    VOLT_ASSIGN_OR_RETURN(auto placed, model::place_model(r->shard, *r->backend));
+    r->forward = std::make_unique<model::Forward>(std::move(placed), *r->backend);
+    VOLT_RETURN_IF_ERROR(comm->attach(*r->backend));
+    if (tp > 1) {
+        r->tp_comm = std::move(comm);
+    } else {
+        r->pp_comm = std::move(comm);
+    }
+    r->forward->set_comm({r->tp_comm.get(), r->pp_comm.get()});
+    spdlog::info("parallel: rank {} of {} processes (tp rank {}, pp rank {}), communicator {}", rank,
+                 p.world_size(), r->tp_rank, r->pp_rank,
+                 r->tp_comm ? r->tp_comm->name() : r->pp_comm->name());
+    g->ranks_.push_back(std::move(r));
+    return g;
+}
+
 RankGroup::~RankGroup() {
     if (!workers_) return;
     {

@@ -56,8 +56,19 @@ class RankGroup {
                                                      const ops::CommunicatorOptions& comm_options = {},
                                                      const CommFactory& make_comms = thread_communicators,
                                                      const std::vector<bool>& experts_on_host = {});
+    // One rank of a group whose ranks are processes (the engine across processes, docs/parallel.md
+    // "Several processes"): this process holds rank `rank` of `parallel` alone (shard placed on
+    // `backend`), joined to the other processes by `comm`, whose group is every process: its tp group when
+    // tensor_parallel_size > 1, else its pp group (tp and pp both > 1 is refused before: kUnimplemented
+    // in executor::process_launch). run(fn) calls fn(0) on the caller's thread. Errors: check_parallel's
+    // refusal, placement's.
+    static Result<std::unique_ptr<RankGroup>> create_process_rank(
+        std::shared_ptr<const model::ModelWeights> weights, const model::ParallelConfig& parallel, int rank,
+        std::unique_ptr<ops::Backend> backend, std::unique_ptr<ops::Communicator> comm);
     ~RankGroup();
 
+    // Ranks held by this process (the world size, or 1 for a process rank); rank(i) is local rank i, and
+    // Rank::index its index in the world.
     int size() const { return static_cast<int>(ranks_.size()); }
     const model::ParallelConfig& parallel() const { return parallel_; }
     Rank& rank(int i) { return *ranks_[i]; }
@@ -65,6 +76,10 @@ class RankGroup {
     int output_rank() const {
         return (parallel_.pipeline_parallel_size - 1) * parallel_.tensor_parallel_size;
     }
+    // Whether this process holds the output rank, and its local index (0 when it holds none: the local
+    // rank whose backend speaks for the process).
+    bool holds_output() const { return output_rank() >= first_ && output_rank() < first_ + size(); }
+    int local_output() const { return holds_output() ? output_rank() - first_ : 0; }
 
     // Calls fn(i) for every rank on its own thread and returns when all have returned: ok, or the first
     // rank's error (a failing rank fails the groups' communicators so its peers stop waiting).
@@ -78,6 +93,7 @@ class RankGroup {
     struct Workers;
     RankGroup() = default;
     model::ParallelConfig parallel_;
+    int first_ = 0;  // world index of local rank 0
     std::vector<std::unique_ptr<Rank>> ranks_;
     std::function<void(const Status&)> fail_all_;
     std::unique_ptr<Workers> workers_;

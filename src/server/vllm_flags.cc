@@ -115,6 +115,11 @@ constexpr VllmFlag kFlags[] = {
     {"--long-prefill-token-threshold", "", A::kValue, S::kHonoured, O::kVllm, false,
      "while others run or wait, a prompt computes at most this many tokens per step (0: a quarter of "
      "--max-num-batched-tokens; -1: no cap)"},
+    {"--master-addr", "", A::kValue, S::kHonoured, O::kVllm, false,
+     "several processes, one tensor / pipeline parallel rank each (--device cpu): rank 0's address, where it "
+     "listens (else MASTER_ADDR; docs/parallel.md)"},
+    {"--master-port", "", A::kValue, S::kHonoured, O::kVllm, false,
+     "several processes: rank 0's port (else MASTER_PORT)"},
     {"--max-log-len", "", A::kValue, S::kHonoured, O::kVllm, false,
      "characters of the prompt printed per request by --enable-log-requests (default: all)"},
     {"--max-logprobs", "", A::kValue, S::kHonoured, O::kVllm, false,
@@ -137,6 +142,12 @@ constexpr VllmFlag kFlags[] = {
      "sequences (prompts x n) one request may ask for; more get 400 (default: --max-num-seqs + the queue)"},
     {"--model", "", A::kValue, S::kHonoured, O::kVllm, false,
      "a checkpoint directory, or `org/name` resolved offline in the Hugging Face cache"},
+    {"--nnodes", "", A::kValue, S::kHonoured, O::kVllm, false,
+     "processes of a launch across nodes, one per node and one tensor / pipeline parallel rank each: must "
+     "equal TP x PP (several ranks per node as threads: not built); rank 0 serves the API "
+     "(docs/parallel.md)"},
+    {"--node-rank", "", A::kValue, S::kHonoured, O::kVllm, false,
+     "this node's process among --nnodes, i.e. its rank (else NODE_RANK); the others run rank 0's steps"},
     {"--num-gpu-blocks-override", "", A::kValue, S::kHonoured, O::kVllm, false,
      "pins the KV pool to this many blocks per attention group (same as --num-kv-blocks-override)"},
     {"--num-kv-blocks", "", A::kValue, S::kHonoured, O::kVoltllm, false,
@@ -148,7 +159,8 @@ constexpr VllmFlag kFlags[] = {
      "--pipeline-parallel-size"},
     {"--pipeline-parallel-size", "-pp", A::kValue, S::kHonoured, O::kVllm, false,
      "pipeline stages the layers are split over (up to the layer count): threads of this process with "
-     "--device cpu; with --device cuda one GPU per rank (NCCL), or all on GPU 0 with --tp-same-device"},
+     "--device cpu (or one process each: --nnodes, torchrun's WORLD_SIZE); with --device cuda one GPU per "
+     "rank (NCCL), or all on GPU 0 with --tp-same-device"},
     {"--port", "", A::kValue, S::kHonoured, O::kVllm, false,
      "listen port, default 8000; 0 picks a free one (printed at start)"},
     {"--preemption-mode", "", A::kValue, S::kHonoured, O::kVllmRemoved, false,
@@ -181,8 +193,8 @@ constexpr VllmFlag kFlags[] = {
      "GiB of host memory (pinned) per GPU for the KV blocks of preempted sequences (default 4; 0: none)"},
     {"--tensor-parallel-size", "-tp", A::kValue, S::kHonoured, O::kVllm, false,
      "ranks each layer is split over (must divide the KV heads; docs/parallel.md): threads of this "
-     "process with --device cpu; with --device cuda one GPU per rank (NCCL), or all on GPU 0 with "
-     "--tp-same-device"},
+     "process with --device cpu (or one process each: --nnodes, torchrun's WORLD_SIZE); with --device cuda "
+     "one GPU per rank (NCCL), or all on GPU 0 with --tp-same-device"},
     {"--tokenizer", "", A::kValue, S::kHonoured, O::kVllm, false,
      "a tokenizer.json file to use instead of the one next to the checkpoint (no Hugging Face ids)"},
     {"--tool-call-parser", "", A::kValue, S::kHonoured, O::kVllm, false,

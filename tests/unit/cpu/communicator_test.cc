@@ -5,12 +5,22 @@
 // The TCP communicator (cpu/tcp_communicator.h) does the same across forked processes on this host, its
 // all-reduce bitwise equal to the rank-order sum; a peer that exits fails the collective at once.
 #include <gtest/gtest.h>
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <cstring>
+#include <fstream>
 #include <functional>
+#include <sstream>
+#include <string>
 #include <random>
 #include <thread>
 #include <vector>
@@ -245,6 +255,269 @@ TEST(TcpCommunicator, DifferentCollectivesAndAVanishedPeerFail) {
                    : 1;
     });
     EXPECT_EQ(codes, (std::vector<int>{0, 0}));
+}
+
+// ---- the rendezvous: strangers, the listeners' address, sockets on error ---------------------------
+
+int connect_to(int port) {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    EXPECT_EQ(connect(fd, reinterpret_cast<const sockaddr*>(&a), sizeof a), 0);
+    return fd;
+}
+
+int open_fds() {
+    int n = 0;
+    DIR* d = opendir("/proc/self/fd");
+    while (readdir(d) != nullptr) ++n;
+    closedir(d);
+    return n;
+}
+
+TEST(TcpCommunicator, StrangersAreDroppedAndTheRendezvousGoesOn) {
+    int port = 0;
+    auto lfd = tcp_listen("127.0.0.1", 0, &port);
+    ASSERT_TRUE(lfd.is_ok());
+    // Queued before any rank: garbage, the right magic with a rank out of range, and one that says
+    // nothing (it is dropped after a few seconds, not at the watchdog). Rank 0 accepts them first.
+    const int garbage = connect_to(port);
+    const char junk[32] = "GET / HTTP/1.0\r\n\r\n";
+    ASSERT_EQ(write(garbage, junk, sizeof junk), static_cast<ssize_t>(sizeof junk));
+    const int wrong_rank = connect_to(port);
+    const TcpHello hello{kTcpHelloMagic, 7, 3, 0, 0, {}};
+    ASSERT_EQ(write(wrong_rank, &hello, sizeof hello), static_cast<ssize_t>(sizeof hello));
+    const int silent = connect_to(port);
+    std::vector<pid_t> pids;
+    for (int r = 0; r < 3; ++r) {
+        const pid_t pid = fork();
+        if (pid == 0) {
+            if (r != 0) close(*lfd);
+            auto comm = tcp_connect({.rank = r, .size = 3, .host = "127.0.0.1", .port = port,
+                                     .listen_fd = r == 0 ? *lfd : -1, .comm = {.timeout_s = 20.0}});
+            if (!comm.is_ok()) _exit(100);
+            (*comm)->begin_step(0);
+            float v = 1.0f;
+            _exit((*comm)->all_reduce_sum(&v, 1).is_ok() && v == 3.0f ? 0 : 1);
+        }
+        pids.push_back(pid);
+    }
+    close(*lfd);
+    std::vector<int> codes;
+    for (pid_t pid : pids) {
+        int status = 0;
+        waitpid(pid, &status, 0);
+        codes.push_back(WIFEXITED(status) ? WEXITSTATUS(status) : 200);
+    }
+    EXPECT_EQ(codes, (std::vector<int>{0, 0, 0}));
+    close(silent);
+    close(garbage);
+    close(wrong_rank);
+}
+
+// The local addresses ("0100007F:1F90") of the listening TCP sockets process `pid` holds.
+std::vector<std::string> listening_addresses(pid_t pid) {
+    std::vector<std::string> inodes, out;
+    const std::string dir = "/proc/" + std::to_string(pid) + "/fd";
+    if (DIR* d = opendir(dir.c_str())) {
+        while (dirent* e = readdir(d)) {
+            char link[128] = {};
+            if (readlink((dir + "/" + e->d_name).c_str(), link, sizeof link - 1) > 0 &&
+                std::strncmp(link, "socket:[", 8) == 0)
+                inodes.emplace_back(link + 8, std::strlen(link + 8) - 1);
+        }
+        closedir(d);
+    }
+    std::ifstream tcp("/proc/net/tcp");
+    std::string line;
+    std::getline(tcp, line);  // the header
+    while (std::getline(tcp, line)) {
+        std::istringstream in(line);
+        std::string f[10];
+        for (auto& x : f) in >> x;
+        if (f[3] == "0A" && std::find(inodes.begin(), inodes.end(), f[9]) != inodes.end()) out.push_back(f[1]);
+    }
+    return out;
+}
+
+TEST(TcpCommunicator, AWorkersListenerBindsLoopbackAndDropsStrangers) {
+    // Ranks 0 and 1 of 3 first: rank 1 listens for rank 2 on the address it reaches rank 0 from
+    // (loopback, as rank 0's), not on every interface. A stranger there is dropped; then rank 2 joins.
+    int port = 0;
+    auto lfd = tcp_listen("127.0.0.1", 0, &port);
+    ASSERT_TRUE(lfd.is_ok());
+    std::vector<pid_t> pids;
+    auto start = [&](int r) {
+        const pid_t pid = fork();
+        if (pid == 0) {
+            if (r != 0) close(*lfd);
+            auto comm = tcp_connect({.rank = r, .size = 3, .host = "127.0.0.1", .port = port,
+                                     .listen_fd = r == 0 ? *lfd : -1, .comm = {.timeout_s = 20.0}});
+            if (!comm.is_ok()) _exit(100);
+            (*comm)->begin_step(0);
+            float v = 1.0f;
+            _exit((*comm)->all_reduce_sum(&v, 1).is_ok() && v == 3.0f ? 0 : 1);
+        }
+        pids.push_back(pid);
+    };
+    start(0);
+    start(1);
+    std::vector<std::string> found;
+    for (int i = 0; i < 500 && found.empty(); ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        found = listening_addresses(pids[1]);
+    }
+    ASSERT_EQ(found.size(), 1u);
+    EXPECT_EQ(found[0].substr(0, 8), "0100007F") << found[0];  // 127.0.0.1, not 00000000 (0.0.0.0)
+    const int stranger = connect_to(std::stoi(found[0].substr(9), nullptr, 16));
+    const char junk[32] = "SSH-2.0-OpenSSH_9.2\r\n";
+    ASSERT_EQ(write(stranger, junk, sizeof junk), static_cast<ssize_t>(sizeof junk));
+    start(2);
+    close(*lfd);
+    std::vector<int> codes;
+    for (pid_t pid : pids) {
+        int status = 0;
+        waitpid(pid, &status, 0);
+        codes.push_back(WIFEXITED(status) ? WEXITSTATUS(status) : 200);
+    }
+    EXPECT_EQ(codes, (std::vector<int>{0, 0, 0}));
+    close(stranger);
+}
+
+TEST(TcpCommunicator, AFailedRendezvousClosesItsSockets) {
+    // A "rank 0" that accepts and hangs up: rank 1's rendezvous fails; it must leave no socket open.
+    int port = 0;
+    auto lfd = tcp_listen("127.0.0.1", 0, &port);
+    ASSERT_TRUE(lfd.is_ok());
+    const int before = open_fds();
+    std::thread fake([&] {
+        const int fd = accept(*lfd, nullptr, nullptr);
+        if (fd >= 0) close(fd);
+    });
+    auto comm = tcp_connect({.rank = 1, .size = 2, .host = "127.0.0.1", .port = port, .comm = {.timeout_s = 5.0}});
+    fake.join();
+    EXPECT_FALSE(comm.is_ok());
+    EXPECT_EQ(open_fds(), before);
+    // Rank 0 refusing a rank of another size closes the connections it had taken too.
+    int port0 = 0;
+    auto lfd0 = tcp_listen("127.0.0.1", 0, &port0);
+    ASSERT_TRUE(lfd0.is_ok());
+    const int before0 = open_fds();
+    std::thread joiner([&] {
+        const int fd = connect_to(port0);
+        const TcpHello hello{kTcpHelloMagic, 1, 5, 0, 0, {}};  // rank 1 of 5
+        EXPECT_EQ(write(fd, &hello, sizeof hello), static_cast<ssize_t>(sizeof hello));
+        TcpHello answer{};
+        EXPECT_EQ(recv(fd, &answer, sizeof answer, MSG_WAITALL), static_cast<ssize_t>(sizeof answer));
+        EXPECT_EQ(answer.size, 2);
+        char byte = 0;
+        EXPECT_LE(read(fd, &byte, 1), 0);  // rank 0 hung up
+        close(fd);
+    });
+    auto root = tcp_connect({.rank = 0, .size = 2, .listen_fd = *lfd0, .comm = {.timeout_s = 5.0}});
+    joiner.join();
+    EXPECT_EQ(root.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(open_fds(), before0 - 1);  // the listener went too (tcp_connect owns it)
+    close(*lfd);
+}
+
+// Two ranks with options `for_rank(r)` (host, port, listener filled in); each exits 0 when check(r, the
+// rendezvous's status) holds.
+std::vector<int> rendezvous_of_two(const std::function<TcpOptions(int)>& for_rank,
+                                   const std::function<bool(int, const Status&)>& check) {
+    int port = 0;
+    auto lfd = tcp_listen("127.0.0.1", 0, &port);
+    EXPECT_TRUE(lfd.is_ok());
+    std::vector<pid_t> pids;
+    for (int r = 0; r < 2; ++r) {
+        const pid_t pid = fork();
+        if (pid == 0) {
+            if (r != 0) close(*lfd);
+            TcpOptions o = for_rank(r);
+            o.rank = r;
+            o.size = 2;
+            o.port = port;
+            o.listen_fd = r == 0 ? *lfd : -1;
+            auto comm = tcp_connect(o);
+            const Status s = comm.is_ok() ? Status::ok() : comm.status();
+            if (!s.is_ok()) std::fprintf(stderr, "rank %d: %s\n", r, s.to_string().c_str());
+            _exit(check(r, s) ? 0 : 1);
+        }
+        pids.push_back(pid);
+    }
+    close(*lfd);
+    std::vector<int> codes;
+    for (pid_t pid : pids) {
+        int status = 0;
+        waitpid(pid, &status, 0);
+        codes.push_back(WIFEXITED(status) ? WEXITSTATUS(status) : 200);
+    }
+    return codes;
+}
+
+TEST(TcpCommunicator, RanksConfiguredDifferentlyAreRefusedNamingBoth) {
+    const auto codes = rendezvous_of_two(
+        [](int r) {
+            TcpOptions o;
+            o.comm.timeout_s = 10.0;
+            o.config = r == 0 ? "world 2 (tp 1 x pp 2), kv auto" : "world 2 (tp 1 x pp 2), kv int8";
+            return o;
+        },
+        [](int r, const Status& s) {
+            // Both sides refuse at once (no watchdog), each naming both configurations.
+            return s.code() == StatusCode::kInvalidArgument &&
+                   s.message().find("{world 2 (tp 1 x pp 2), kv auto}") != std::string::npos &&
+                   s.message().find("{world 2 (tp 1 x pp 2), kv int8}") != std::string::npos &&
+                   s.message().find("configured differently") != std::string::npos && r >= 0;
+        });
+    EXPECT_EQ(codes, (std::vector<int>{0, 0}));
+}
+
+TEST(TcpCommunicator, ARankWithAnotherSecretIsAStranger) {
+    const auto codes = rendezvous_of_two(
+        [](int r) {
+            TcpOptions o;
+            o.comm.timeout_s = 1.0;
+            o.secret = r == 0 ? "s3cret" : "other";
+            return o;
+        },
+        [](int r, const Status& s) {
+            if (r == 1)  // rank 0 hung up on it
+                return s.code() == StatusCode::kUnavailable &&
+                       s.message().find("VOLT_GROUP_SECRET") != std::string::npos;
+            return s.code() == StatusCode::kUnavailable &&  // rank 0 waited for a rank of its group
+                   s.message().find("ranks 1 to connect") != std::string::npos;
+        });
+    EXPECT_EQ(codes, (std::vector<int>{0, 0}));
+    // The same secret on both: a group.
+    const auto same = rendezvous_of_two(
+        [](int) {
+            TcpOptions o;
+            o.comm.timeout_s = 10.0;
+            o.secret = "s3cret";
+            return o;
+        },
+        [](int, const Status& s) { return s.is_ok(); });
+    EXPECT_EQ(same, (std::vector<int>{0, 0}));
+}
+
+TEST(TcpCommunicator, GroupSocketsProbeAnIdlePeer) {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    set_group_socket_options(fd);
+    auto get = [fd](int level, int name) {
+        int v = -1;
+        socklen_t len = sizeof v;
+        getsockopt(fd, level, name, &v, &len);
+        return v;
+    };
+    EXPECT_EQ(get(SOL_SOCKET, SO_KEEPALIVE), 1);
+    EXPECT_EQ(get(IPPROTO_TCP, TCP_NODELAY), 1);
+    EXPECT_EQ(get(IPPROTO_TCP, TCP_KEEPIDLE), kKeepaliveIdleS);
+    EXPECT_EQ(get(IPPROTO_TCP, TCP_KEEPINTVL), kKeepaliveIntervalS);
+    EXPECT_EQ(get(IPPROTO_TCP, TCP_KEEPCNT), kKeepaliveCount);
+    close(fd);
 }
 
 }  // namespace

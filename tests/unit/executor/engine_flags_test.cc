@@ -11,6 +11,7 @@
 #include "engine/engine_core.h"
 #include "executor/backend_executor.h"
 #include "model/counting_backend.h"
+#include "model/dummy_weights.h"
 #include "model/kv_store.h"
 #include "model/offload.h"
 #include "model/random_model.h"
@@ -138,6 +139,40 @@ TEST(EngineFlagsTest, DummyLoadFormatNeedsOnlyTheConfig) {
         EXPECT_EQ(ex.status().code(), StatusCode::kUnimplemented);
         EXPECT_NE(ex.status().message().find("cuda13"), std::string::npos) << ex.status().message();
     }
+}
+
+TEST(EngineFlagsTest, TheGroupFingerprintNamesWhatRanksMustShare) {
+    const std::string dir = std::string(VOLT_BINARY_DIR) + "/engine_flags_test_dummy";
+    std::filesystem::create_directories(dir);
+    std::ifstream src(std::string(VOLT_SOURCE_DIR) + "/tests/data/golden/tiny-mxfp4/config.json");
+    std::ofstream(dir + "/config.json") << src.rdbuf();
+    EngineFlags f;
+    f.load_format = "dummy";
+    f.parallel.pipeline_parallel_size = 2;
+    auto w = load_weights(f, dir);
+    ASSERT_TRUE(w.is_ok()) << w.status().to_string();
+    ProcessLaunch l;
+    l.world_size = 2;
+    const std::string base = group_fingerprint(f, **w, l);
+    EXPECT_EQ(base.rfind("world 2 (tp 1 x pp 2), model ", 0), 0u) << base;
+    EXPECT_NE(base.find("kv-cache-dtype auto, device cpu, dtype auto"), std::string::npos) << base;
+    EXPECT_LT(base.size(), 256u);  // fits the handshake (cpu::TcpHello::config)
+    EXPECT_EQ(group_fingerprint(f, **w, l), base);  // deterministic
+    EngineFlags kv = f;
+    kv.kv_cache_dtype = "int8";
+    EXPECT_NE(group_fingerprint(kv, **w, l), base);
+    EngineFlags tp = f;
+    tp.parallel = {2, 1};
+    EXPECT_NE(group_fingerprint(tp, **w, l), base);
+    // Another model: the same config with other weights (the final norm), or another config.
+    model::GptOssConfig c = (*w)->config;
+    auto other = model::make_dummy_weights(c, 7);
+    ASSERT_TRUE(other.is_ok());
+    EXPECT_NE(group_fingerprint(f, **other, l), base);
+    c.rope_theta *= 2;
+    auto other_config = model::make_dummy_weights(c, 0);
+    ASSERT_TRUE(other_config.is_ok());
+    EXPECT_NE(group_fingerprint(f, **other_config, l), group_fingerprint(f, **model::make_dummy_weights((*w)->config, 0), l));
 }
 
 TEST(EngineFlagsTest, ScriptedExecutorReplaysTheFile) {

@@ -305,7 +305,7 @@ TEST(ParallelEngine, AbortDuringTpDecodeLeavesRanksInStep) {
 }
 
 // A failed group (a watchdog timeout, a rank that died) fails the engine loudly and at once: the step's
-// request and every later one end with an abort instead of hanging, and the error is logged.
+// request and every later one end with an error naming the cause instead of hanging, and it is logged.
 TEST(ParallelEngine, AFailedGroupEndsRequestsInsteadOfHanging) {
     auto w = load(kGolden + "tiny-mxfp4");
     ASSERT_NE(w, nullptr);
@@ -321,8 +321,12 @@ TEST(ParallelEngine, AFailedGroupEndsRequestsInsteadOfHanging) {
         ASSERT_TRUE(h.is_ok());
         engine::RequestOutput o;
         bool ended = false;
-        while ((*h)->next(&o, std::chrono::seconds(60)))
-            ended = ended || o.finish != engine::FinishReason::kNone;
+        while ((*h)->next(&o, std::chrono::seconds(60))) {
+            if (o.finish == engine::FinishReason::kNone) continue;
+            ended = true;
+            EXPECT_EQ(o.finish, engine::FinishReason::kError);
+            EXPECT_EQ(o.error, "engine step failed: Unavailable: collective watchdog: test");
+        }
         EXPECT_TRUE(ended);
         EXPECT_TRUE((*h)->done());
     }

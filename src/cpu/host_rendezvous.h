@@ -1,9 +1,9 @@
-// The host side of the CUDA communicators of one process (same-device, NCCL): the ranks of a group are
-// threads that meet at barriers, compare every collective's tag (ops::CollectiveTag: the order check of
-// docs/parallel.md) and pass point-to-point tags through one mailbox per ordered pair of ranks. Every
-// wait has the collective watchdog: past CommunicatorOptions::timeout_s the group fails with
-// kUnavailable naming the collective and the missing ranks, and stays failed (sticky). Plain C++ (no
-// CUDA), so its behaviour is tested without a GPU: tests/unit/cuda/host_rendezvous_test.cc.
+// The rendezvous of ranks that are threads of one process, shared by the thread communicator
+// (cpu/thread_communicator.h) and the CUDA communicators (same-device, NCCL): the ranks of a group meet at
+// barriers, compare every collective's tag (ops::CollectiveTag: the order check of docs/parallel.md) and
+// pass point-to-point tags through one mailbox per ordered pair of ranks. Every wait has the collective
+// watchdog: past CommunicatorOptions::timeout_s the group fails with kUnavailable naming the collective
+// and the missing ranks, and stays failed (sticky). Plain C++: tests/unit/cpu/host_rendezvous_test.cc.
 #pragma once
 
 #include <condition_variable>
@@ -14,11 +14,11 @@
 
 #include "ops/communicator.h"
 
-namespace volt::cuda {
+namespace volt::cpu {
 
 class HostRendezvous {
   public:
-    // `what` names the group in log lines: "same-device, GPU 0", "nccl".
+    // `what` names the group in log lines: "threads", "same-device, GPU 0", "nccl". size >= 1.
     HostRendezvous(int size, std::string what, ops::CommunicatorOptions options);
 
     struct Post {
@@ -28,14 +28,17 @@ class HostRendezvous {
     int size() const { return size_; }
     // Barrier 1: publishes rank's post and waits for every rank's; the last arriver compares the tags
     // (a mismatch fails the group: kInternal "collective order differs across ranks: rank 0 issued ...,
-    // rank r issued ..."). Returns the group's failure, if any.
-    Status meet(int rank, const Post& post);
+    // rank r issued ...") and, when they agree, calls on_all_arrived (under the group's lock, before any
+    // rank returns: the thread communicator sizes its scratch there). Returns the group's failure, if any
+    // (the watchdog's kUnavailable, the order check's kInternal, or what fail() was given).
+    Status meet(int rank, const Post& post, const std::function<void()>& on_all_arrived = {});
     // Rank r's post of the current collective: valid from meet's return to finish's.
     const Post& post(int r) const { return posts_[r]; }
     // Barrier 2: every rank is done with the others' posts.
     Status finish(int rank, const ops::CollectiveTag& tag);
     // Waits until mailbox (src -> dst) is empty (sending) or full (receiving); a receiver then checks
-    // that the tag there is `tag` (kInternal naming both when not).
+    // that the tag there is `tag` (kInternal naming both when not). The mailbox holds a tag only: a
+    // transport keeps its payload beside it (written by the sender between this wait and set_mailbox).
     Status wait_mailbox(int rank, int src, int dst, bool sending, const ops::CollectiveTag& tag);
     // Fills (full = true, with the sender's tag) or empties mailbox (src -> dst).
     void set_mailbox(int src, int dst, bool full, const ops::CollectiveTag& tag);
@@ -68,4 +71,4 @@ class HostRendezvous {
     std::vector<Mailbox> mail_;  // [src * size + dst]
 };
 
-}  // namespace volt::cuda
+}  // namespace volt::cpu

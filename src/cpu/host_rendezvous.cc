@@ -1,4 +1,4 @@
-#include "cuda/host_rendezvous.h"
+#include "cpu/host_rendezvous.h"
 
 #include <chrono>
 
@@ -6,7 +6,7 @@
 #include "core/logging.h"
 #include "cpu/comm_tags.h"
 
-namespace volt::cuda {
+namespace volt::cpu {
 
 using ops::CollectiveTag;
 
@@ -20,7 +20,7 @@ HostRendezvous::HostRendezvous(int size, std::string what, ops::CommunicatorOpti
     VOLT_CHECK(size >= 1) << "a group of " << size << " ranks";
 }
 
-Status HostRendezvous::meet(int rank, const Post& p) {
+Status HostRendezvous::meet(int rank, const Post& p, const std::function<void()>& on_all_arrived) {
     std::unique_lock<std::mutex> lock(mu_);
     posts_[rank] = p;
     return barrier_locked(lock, rank, p.tag, [&] {
@@ -32,6 +32,7 @@ Status HostRendezvous::meet(int rank, const Post& p) {
                 return;
             }
         }
+        if (on_all_arrived) on_all_arrived();
     });
 }
 
@@ -103,10 +104,10 @@ Status HostRendezvous::barrier_locked(std::unique_lock<std::mutex>& lock, int ra
     while (generation_ == gen && failed_.is_ok()) {
         if (cv_.wait_until(lock, deadline) == std::cv_status::timeout && generation_ == gen &&
             failed_.is_ok()) {
-            fail_locked(Status(StatusCode::kUnavailable,
-                               "collective watchdog: rank " + std::to_string(rank) + " waited " +
-                                   cpu::seconds_text(options_.timeout_s) + " s in " + ops::describe(tag) +
-                                   " for ranks " + missing_locked()));
+            fail_locked(Status(StatusCode::kUnavailable, "collective watchdog: rank " + std::to_string(rank) +
+                                                             " waited " + seconds_text(options_.timeout_s) +
+                                                             " s in " + ops::describe(tag) + " for ranks " +
+                                                             missing_locked()));
         }
     }
     return failed_;
@@ -118,12 +119,12 @@ Status HostRendezvous::wait_locked(std::unique_lock<std::mutex>& lock, int rank,
         std::chrono::steady_clock::now() + std::chrono::duration<double>(options_.timeout_s);
     while (failed_.is_ok() && !ready()) {
         if (cv_.wait_until(lock, deadline) == std::cv_status::timeout && failed_.is_ok() && !ready()) {
-            fail_locked(Status(StatusCode::kUnavailable,
-                               "collective watchdog: rank " + std::to_string(rank) + " waited " +
-                                   cpu::seconds_text(options_.timeout_s) + " s in " + ops::describe(tag)));
+            fail_locked(Status(StatusCode::kUnavailable, "collective watchdog: rank " + std::to_string(rank) +
+                                                             " waited " + seconds_text(options_.timeout_s) +
+                                                             " s in " + ops::describe(tag)));
         }
     }
     return failed_;
 }
 
-}  // namespace volt::cuda
+}  // namespace volt::cpu
