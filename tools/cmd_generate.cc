@@ -133,7 +133,8 @@ void run(const GenerateArgs& a) {
         const size_t colon = item.find(':');
         char* end = nullptr;
         const long id = colon == std::string::npos ? -1 : std::strtol(item.c_str(), &end, 10);
-        if (colon == std::string::npos || end != item.c_str() + colon || id < 0 || id >= weights->config.vocab_size)
+        if (colon == std::string::npos || end != item.c_str() + colon || id < 0 ||
+            id >= weights->config.vocab_size)
             fail("--logit-bias: '" + item + "' is not ID:VALUE with an id of the vocabulary");
         params.logit_bias.emplace_back(static_cast<int32_t>(id), std::stof(item.substr(colon + 1)));
     }

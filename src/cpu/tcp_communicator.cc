@@ -9,8 +9,8 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstdio>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <mutex>
 #include <thread>
@@ -89,7 +89,6 @@ Result<sockaddr_in> address(const std::string& host, int port) {
     freeaddrinfo(found);
     return a;
 }
-
 
 // Connects to host:port, retrying until the deadline (the peer may not listen yet).
 Result<int> connect_retry(const sockaddr_in& a, Clock::time_point deadline, const std::string& what) {
@@ -355,7 +354,8 @@ std::string peer_text(const sockaddr_in& a) {
 uint64_t secret_digest(const std::string& secret) {
     if (secret.empty()) return 0;
     uint64_t h = 14695981039346656037ull;  // FNV-1a 64 of a fixed prefix and the secret
-    for (const char c : "voltllm group secret:" + secret) h = (h ^ static_cast<uint8_t>(c)) * 1099511628211ull;
+    for (const char c : "voltllm group secret:" + secret)
+        h = (h ^ static_cast<uint8_t>(c)) * 1099511628211ull;
     return h == 0 ? 1 : h;
 }
 
@@ -408,7 +408,8 @@ Result<int> accept_rank(const TcpOptions& o, int listen_fd, int lo, std::vector<
             if (!same_config(o, h)) return config_mismatch(o, h);
             return fd;
         }
-        spdlog::warn("communicator (tcp, rank {}): dropped a connection from {}: {}", o.rank, peer_text(*peer),
+        spdlog::warn("communicator (tcp, rank {}): dropped a connection from {}: {}", o.rank,
+                     peer_text(*peer),
                      !said  ? "not a rank (no handshake)"
                      : ours ? "a rank with another VOLT_GROUP_SECRET"
                             : "a rank out of range or already connected");
@@ -472,22 +473,25 @@ Result<std::unique_ptr<TcpCommunicator>> tcp_connect(const TcpOptions& o) {
                 return watchdog("rank " + std::to_string(r) + " to take the address table");
     } else {
         VOLT_ASSIGN_OR_RETURN(sockaddr_in root, address(o.host, o.port));
-        VOLT_ASSIGN_OR_RETURN(fds[0],
-                              connect_retry(root, deadline, "rank 0 at " + o.host + ":" + std::to_string(o.port)));
+        VOLT_ASSIGN_OR_RETURN(
+            fds[0], connect_retry(root, deadline, "rank 0 at " + o.host + ":" + std::to_string(o.port)));
         // The mesh listener binds the local address this rank reaches rank 0 from (loopback stays
         // loopback), never every interface.
         sockaddr_in local{};
         socklen_t len = sizeof local;
-        if (getsockname(fds[0], reinterpret_cast<sockaddr*>(&local), &len) != 0) return sys_error("getsockname");
+        if (getsockname(fds[0], reinterpret_cast<sockaddr*>(&local), &len) != 0)
+            return sys_error("getsockname");
         char ip[INET_ADDRSTRLEN] = "";
         inet_ntop(AF_INET, &local.sin_addr, ip, sizeof ip);
         int my_port = 0;
         VOLT_ASSIGN_OR_RETURN(open.listen_fd, tcp_listen(ip, 0, &my_port));
         const Hello h = make_hello(o, my_port);
         if (write_all(fds[0], &h, sizeof h, deadline) != 0) return watchdog("rank 0 to take its Hello");
-        VOLT_RETURN_IF_ERROR(read_answer(o, fds[0], "rank 0 at " + o.host + ":" + std::to_string(o.port), deadline));
+        VOLT_RETURN_IF_ERROR(
+            read_answer(o, fds[0], "rank 0 at " + o.host + ":" + std::to_string(o.port), deadline));
         std::vector<PeerAddr> table(o.size);
-        if (read_all(fds[0], table.data(), static_cast<int64_t>(table.size() * sizeof(PeerAddr)), deadline) != 0)
+        if (read_all(fds[0], table.data(), static_cast<int64_t>(table.size() * sizeof(PeerAddr)), deadline) !=
+            0)
             return watchdog("rank 0's address table");
         // Mesh among ranks 1..: connect to the lower ranks, accept the higher ones.
         for (int r = 1; r < o.rank; ++r) {
@@ -497,7 +501,8 @@ Result<std::unique_ptr<TcpCommunicator>> tcp_connect(const TcpOptions& o) {
             a.sin_addr.s_addr = table[r].ip;
             VOLT_ASSIGN_OR_RETURN(fds[r], connect_retry(a, deadline, "rank " + std::to_string(r)));
             const Hello me = make_hello(o, 0);
-            if (write_all(fds[r], &me, sizeof me, deadline) != 0) return watchdog("rank " + std::to_string(r));
+            if (write_all(fds[r], &me, sizeof me, deadline) != 0)
+                return watchdog("rank " + std::to_string(r));
             VOLT_RETURN_IF_ERROR(read_answer(o, fds[r], "rank " + std::to_string(r), deadline));
         }
         for (int n = o.rank + 1; n < o.size; ++n) {

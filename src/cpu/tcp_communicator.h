@@ -30,7 +30,7 @@ struct TcpOptions {
     // authentication against someone who can read the traffic (the group's network must be trusted).
     std::string config{};
     std::string secret{};
-    ops::CommunicatorOptions comm;   // the watchdog bounds the rendezvous too
+    ops::CommunicatorOptions comm;  // the watchdog bounds the rendezvous too
 };
 
 // The first message on every connection of a rendezvous, both ways (the joining rank's, then the

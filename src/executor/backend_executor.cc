@@ -51,8 +51,8 @@ struct BackendExecutor::Process {
     bool shut = false;  // rank 0: the workers were told to end
     std::vector<uint8_t> bytes;
     std::vector<uint8_t> result;
-    WireStep step;  // workers: the step being run
-    StepLimits limits;        // workers: what steps are checked against (set by init_cache)
+    WireStep step;             // workers: the step being run
+    StepLimits limits;         // workers: what steps are checked against (set by init_cache)
     bool cache_ready = false;  // workers: init_cache came
     // Rank 0's monitor (set_on_group_lost).
     std::thread monitor;
@@ -168,7 +168,8 @@ Status BackendExecutor::run_worker(const std::atomic<bool>* stop) {
         ControlHeader h;
         Status s = p.comm->recv(&h, sizeof h, 0);
         // The most any message may hold: a CacheConfig before init_cache, then the largest step it allows.
-        const int64_t most = std::max<int64_t>(sizeof(CacheConfig), p.cache_ready ? max_step_bytes(p.limits) : 0);
+        const int64_t most =
+            std::max<int64_t>(sizeof(CacheConfig), p.cache_ready ? max_step_bytes(p.limits) : 0);
         if (s.is_ok() && (h.bytes < 0 || h.bytes > most))
             s = internal_error("a control message from rank 0 of " + std::to_string(h.bytes) +
                                " bytes (at most " + std::to_string(most) + " now)");

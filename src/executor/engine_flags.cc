@@ -275,10 +275,10 @@ struct Fnv {
 std::string group_fingerprint(const EngineFlags& f, const model::ModelWeights& w, const ProcessLaunch& l) {
     const model::GptOssConfig& c = w.config;
     Fnv h;
-    for (int64_t v : {c.num_hidden_layers, c.num_local_experts, c.num_experts_per_tok, c.hidden_size,
-                      c.intermediate_size, c.head_dim, c.num_attention_heads, c.num_key_value_heads,
-                      c.vocab_size, c.sliding_window, c.initial_context_length, c.max_position_embeddings,
-                      c.pad_token_id, c.awq_group_size})
+    for (int64_t v :
+         {c.num_hidden_layers, c.num_local_experts, c.num_experts_per_tok, c.hidden_size, c.intermediate_size,
+          c.head_dim, c.num_attention_heads, c.num_key_value_heads, c.vocab_size, c.sliding_window,
+          c.initial_context_length, c.max_position_embeddings, c.pad_token_id, c.awq_group_size})
         h.pod(v);
     for (double v : {c.rope_theta, c.swiglu_limit, c.swiglu_alpha, c.rms_norm_eps}) h.pod(v);
     for (model::LayerType t : c.layer_types) h.pod(static_cast<int>(t));
@@ -292,8 +292,9 @@ std::string group_fingerprint(const EngineFlags& f, const model::ModelWeights& w
         h.bytes(w.norm.data, static_cast<size_t>(w.norm.n) * (w.norm.format == ops::Format::kF32 ? 4 : 2));
     char model[17];
     std::snprintf(model, sizeof model, "%016" PRIx64, h.h);
-    return "world " + std::to_string(l.world_size) + " (tp " + std::to_string(f.parallel.tensor_parallel_size) +
-           " x pp " + std::to_string(f.parallel.pipeline_parallel_size) + "), model " + model + " (" +
+    return "world " + std::to_string(l.world_size) + " (tp " +
+           std::to_string(f.parallel.tensor_parallel_size) + " x pp " +
+           std::to_string(f.parallel.pipeline_parallel_size) + "), model " + model + " (" +
            std::to_string(c.num_hidden_layers) + " layers, vocab " + std::to_string(c.vocab_size) +
            "), kv-cache-dtype " + f.kv_cache_dtype + ", device " + f.device.device + ", dtype " +
            f.device.dtype + ", load-format " + f.load_format;

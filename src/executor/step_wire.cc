@@ -169,14 +169,15 @@ std::string out_of_range(const StepBatch& b, const std::vector<SamplingParams>& 
         for (const BlockSwap& sw : *swaps)
             if (!in(sw.group, 0, kNumKvGroups) || !in(sw.device, 0, c.num_blocks[sw.group]) ||
                 !in(sw.host, 0, c.num_host_blocks[sw.group]))
-                return "block swap (group " + std::to_string(sw.group) + ", device " + std::to_string(sw.device) +
-                       ", host " + std::to_string(sw.host) + ")";
+                return "block swap (group " + std::to_string(sw.group) + ", device " +
+                       std::to_string(sw.device) + ", host " + std::to_string(sw.host) + ")";
     for (const BlockTableUpdate& u : b.table_updates) {
         const bool drop = u.index == -1 && u.block == -1;
         if (!in(u.slot, 0, c.max_num_seqs) || !in(u.group, 0, kNumKvGroups) ||
             (!drop && (!in(u.index, 0, blocks_per_seq(c)) || !in(u.block, -1, c.num_blocks[u.group]))))
-            return "block-table update (slot " + std::to_string(u.slot) + ", group " + std::to_string(u.group) +
-                   ", index " + std::to_string(u.index) + ", block " + std::to_string(u.block) + ")";
+            return "block-table update (slot " + std::to_string(u.slot) + ", group " +
+                   std::to_string(u.group) + ", index " + std::to_string(u.index) + ", block " +
+                   std::to_string(u.block) + ")";
     }
     for (const BlockCopy& cp : b.copies)
         if (!in(cp.group, 0, kNumKvGroups) || !in(cp.src, 0, c.num_blocks[cp.group]) ||
@@ -193,7 +194,8 @@ std::string out_of_range(const StepBatch& b, const std::vector<SamplingParams>& 
     }
     for (size_t s = 0; s < params.size(); ++s) {
         const SamplingParams& p = params[s];
-        if (static_cast<int64_t>(p.logit_bias.size()) > V || static_cast<int64_t>(p.allowed_token_ids.size()) > V ||
+        if (static_cast<int64_t>(p.logit_bias.size()) > V ||
+            static_cast<int64_t>(p.allowed_token_ids.size()) > V ||
             static_cast<int64_t>(w.prompts[s].size()) > c.max_model_len ||
             static_cast<int64_t>(w.outputs[s].size()) > c.max_model_len)
             return "the sampling lists of sequence " + std::to_string(s);
@@ -213,7 +215,8 @@ int64_t max_step_bytes(const StepLimits& l) {
     for (int g = 0; g < kNumKvGroups; ++g) blocks += c.num_blocks[g] + c.num_host_blocks[g];
     const int64_t vectors = 14 * 8;  // the counts of the vectors above, generously
     const int64_t per_token = 4 + 4 + kNumKvGroups * 8;
-    const int64_t per_seq = 4 + 4 + 4 + 8 + kSamplingBytes + 5 * 8 + V * (4 + 4) + V * 4 + 2 * c.max_model_len * 4;
+    const int64_t per_seq =
+        4 + 4 + 4 + 8 + kSamplingBytes + 5 * 8 + V * (4 + 4) + V * 4 + 2 * c.max_model_len * 4;
     const int64_t updates = (S * (blocks_per_seq(c) + 1) * kNumKvGroups + S) * 16;  // each table rewritten
     return 3 * 8 + vectors + T * per_token + 4 + S * per_seq + 2 * blocks * 12 + updates +
            S * kNumKvGroups * 12 + (T + S) * kLogitsRowBytes;
@@ -221,18 +224,18 @@ int64_t max_step_bytes(const StepLimits& l) {
 
 Status check_cache_config(const CacheConfig& c) {
     constexpr int64_t kBig = int64_t{1} << 31;
-    bool ok = c.block_size >= 1 && c.block_size <= (1 << 20) && c.max_num_seqs >= 1 && c.max_num_seqs <= (1 << 20) &&
-              c.max_num_batched_tokens >= 1 && c.max_num_batched_tokens <= (1 << 24) && c.max_model_len >= 1 &&
-              c.max_model_len <= (1 << 24);
+    bool ok = c.block_size >= 1 && c.block_size <= (1 << 20) && c.max_num_seqs >= 1 &&
+              c.max_num_seqs <= (1 << 20) && c.max_num_batched_tokens >= 1 &&
+              c.max_num_batched_tokens <= (1 << 24) && c.max_model_len >= 1 && c.max_model_len <= (1 << 24);
     for (int g = 0; g < kNumKvGroups; ++g)
         ok = ok && c.num_blocks[g] >= 0 && c.num_blocks[g] < kBig && c.num_host_blocks[g] >= 0 &&
              c.num_host_blocks[g] < kBig;
     if (ok) return Status::ok();
-    return invalid_argument("init_cache from rank 0 out of range (block size " + std::to_string(c.block_size) +
-                            ", blocks " + std::to_string(c.num_blocks[0]) + " + " + std::to_string(c.num_blocks[1]) +
-                            ", seqs " + std::to_string(c.max_num_seqs) + ", step rows " +
-                            std::to_string(c.max_num_batched_tokens) + ", max-model-len " +
-                            std::to_string(c.max_model_len) + ")");
+    return invalid_argument(
+        "init_cache from rank 0 out of range (block size " + std::to_string(c.block_size) + ", blocks " +
+        std::to_string(c.num_blocks[0]) + " + " + std::to_string(c.num_blocks[1]) + ", seqs " +
+        std::to_string(c.max_num_seqs) + ", step rows " + std::to_string(c.max_num_batched_tokens) +
+        ", max-model-len " + std::to_string(c.max_model_len) + ")");
 }
 
 Status decode_step(const uint8_t* data, int64_t bytes, const StepLimits& limits, WireStep* out) {
@@ -283,8 +286,9 @@ Status decode_step(const uint8_t* data, int64_t bytes, const StepLimits& limits,
         has_params[s] = true;
     }
     if (r.left() != 0) return bad;
-    if (S > b.num_seqs) return invalid_argument("a step from rank 0 has sampling for " + std::to_string(S) +
-                                                " sequences of " + std::to_string(b.num_seqs));
+    if (S > b.num_seqs)
+        return invalid_argument("a step from rank 0 has sampling for " + std::to_string(S) +
+                                " sequences of " + std::to_string(b.num_seqs));
     const std::string field = out_of_range(b, out->params, has_params, *out, limits);
     if (!field.empty())
         return invalid_argument("a step from rank 0 is out of range for this worker (" + field +

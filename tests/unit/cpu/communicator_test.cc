@@ -4,9 +4,9 @@
 // arrives trips the watchdog (kUnavailable naming the missing rank) and every later call fails at once.
 // The TCP communicator (cpu/tcp_communicator.h) does the same across forked processes on this host, its
 // all-reduce bitwise equal to the rank-order sum; a peer that exits fails the collective at once.
-#include <gtest/gtest.h>
 #include <arpa/inet.h>
 #include <dirent.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
@@ -19,9 +19,9 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <random>
 #include <sstream>
 #include <string>
-#include <random>
 #include <thread>
 #include <vector>
 
@@ -295,8 +295,12 @@ TEST(TcpCommunicator, StrangersAreDroppedAndTheRendezvousGoesOn) {
         const pid_t pid = fork();
         if (pid == 0) {
             if (r != 0) close(*lfd);
-            auto comm = tcp_connect({.rank = r, .size = 3, .host = "127.0.0.1", .port = port,
-                                     .listen_fd = r == 0 ? *lfd : -1, .comm = {.timeout_s = 20.0}});
+            auto comm = tcp_connect({.rank = r,
+                                     .size = 3,
+                                     .host = "127.0.0.1",
+                                     .port = port,
+                                     .listen_fd = r == 0 ? *lfd : -1,
+                                     .comm = {.timeout_s = 20.0}});
             if (!comm.is_ok()) _exit(100);
             (*comm)->begin_step(0);
             float v = 1.0f;
@@ -337,7 +341,8 @@ std::vector<std::string> listening_addresses(pid_t pid) {
         std::istringstream in(line);
         std::string f[10];
         for (auto& x : f) in >> x;
-        if (f[3] == "0A" && std::find(inodes.begin(), inodes.end(), f[9]) != inodes.end()) out.push_back(f[1]);
+        if (f[3] == "0A" && std::find(inodes.begin(), inodes.end(), f[9]) != inodes.end())
+            out.push_back(f[1]);
     }
     return out;
 }
@@ -353,8 +358,12 @@ TEST(TcpCommunicator, AWorkersListenerBindsLoopbackAndDropsStrangers) {
         const pid_t pid = fork();
         if (pid == 0) {
             if (r != 0) close(*lfd);
-            auto comm = tcp_connect({.rank = r, .size = 3, .host = "127.0.0.1", .port = port,
-                                     .listen_fd = r == 0 ? *lfd : -1, .comm = {.timeout_s = 20.0}});
+            auto comm = tcp_connect({.rank = r,
+                                     .size = 3,
+                                     .host = "127.0.0.1",
+                                     .port = port,
+                                     .listen_fd = r == 0 ? *lfd : -1,
+                                     .comm = {.timeout_s = 20.0}});
             if (!comm.is_ok()) _exit(100);
             (*comm)->begin_step(0);
             float v = 1.0f;
@@ -396,7 +405,8 @@ TEST(TcpCommunicator, AFailedRendezvousClosesItsSockets) {
         const int fd = accept(*lfd, nullptr, nullptr);
         if (fd >= 0) close(fd);
     });
-    auto comm = tcp_connect({.rank = 1, .size = 2, .host = "127.0.0.1", .port = port, .comm = {.timeout_s = 5.0}});
+    auto comm =
+        tcp_connect({.rank = 1, .size = 2, .host = "127.0.0.1", .port = port, .comm = {.timeout_s = 5.0}});
     fake.join();
     EXPECT_FALSE(comm.is_ok());
     EXPECT_EQ(open_fds(), before);

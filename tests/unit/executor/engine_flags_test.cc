@@ -156,7 +156,7 @@ TEST(EngineFlagsTest, TheGroupFingerprintNamesWhatRanksMustShare) {
     const std::string base = group_fingerprint(f, **w, l);
     EXPECT_EQ(base.rfind("world 2 (tp 1 x pp 2), model ", 0), 0u) << base;
     EXPECT_NE(base.find("kv-cache-dtype auto, device cpu, dtype auto"), std::string::npos) << base;
-    EXPECT_LT(base.size(), 256u);  // fits the handshake (cpu::TcpHello::config)
+    EXPECT_LT(base.size(), 256u);                   // fits the handshake (cpu::TcpHello::config)
     EXPECT_EQ(group_fingerprint(f, **w, l), base);  // deterministic
     EngineFlags kv = f;
     kv.kv_cache_dtype = "int8";
@@ -172,7 +172,8 @@ TEST(EngineFlagsTest, TheGroupFingerprintNamesWhatRanksMustShare) {
     c.rope_theta *= 2;
     auto other_config = model::make_dummy_weights(c, 0);
     ASSERT_TRUE(other_config.is_ok());
-    EXPECT_NE(group_fingerprint(f, **other_config, l), group_fingerprint(f, **model::make_dummy_weights((*w)->config, 0), l));
+    EXPECT_NE(group_fingerprint(f, **other_config, l),
+              group_fingerprint(f, **model::make_dummy_weights((*w)->config, 0), l));
 }
 
 TEST(EngineFlagsTest, ScriptedExecutorReplaysTheFile) {

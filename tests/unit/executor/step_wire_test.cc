@@ -137,7 +137,8 @@ TEST(StepWire, ShortLongAndCorruptedBytesAreRefused) {
     std::vector<uint8_t> huge = bytes;
     const int64_t lots = int64_t{1} << 40;
     std::memcpy(huge.data() + 24, &lots, sizeof lots);
-    EXPECT_EQ(decode_step(huge.data(), static_cast<int64_t>(huge.size()), limits(), &w).code(), StatusCode::kInternal);
+    EXPECT_EQ(decode_step(huge.data(), static_cast<int64_t>(huge.size()), limits(), &w).code(),
+              StatusCode::kInternal);
 }
 
 TEST(StepWire, EveryIndexOutOfTheWorkersRangeIsRefused) {
@@ -160,9 +161,13 @@ TEST(StepWire, EveryIndexOutOfTheWorkersRangeIsRefused) {
         {"logits row", [](Sample* s) { s->batch.logits_rows[1].num_logprobs = kMaxLogprobs + 1; }},
         {"logits row", [](Sample* s) { s->batch.logits_rows[0].target = 256; }},
         {"no sampling parameters", [](Sample* s) { s->batch.sampling[0].params = nullptr; }},
-        {"logit_bias id", [](Sample* s) { s->penalised.logit_bias.push_back({256, 1.0f}); }},
+        {"logit_bias id",
+         [](Sample* s) {
+             s->penalised.logit_bias.push_back({256, 1.0f});
+         }},
         {"sampling lists", [](Sample* s) { s->prompt.push_back(-1); }},
-        {"num_tokens", [](Sample* s) {
+        {"num_tokens",
+         [](Sample* s) {
              StepBatch& b = s->batch;
              b.num_tokens = 9;
              b.token_ids.resize(9, 1);
