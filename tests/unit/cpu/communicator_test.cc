@@ -155,35 +155,32 @@ TEST(ThreadCommunicator, RecvWatchdogAndExplicitFailure) {
 
 // ---- processes over TCP ------------------------------------------------------------------------------
 
-// Forks n processes, rank r runs fn(r, its communicator) and exits with its result (0: as expected); the
-// parent returns every exit code (the rendezvous failing: 100).
-std::vector<int> in_processes(int n, double timeout_s,
-                              const std::function<int(int, ops::Communicator&)>& fn) {
-    int port = 0;
-    auto lfd = tcp_listen("127.0.0.1", 0, &port);
-    EXPECT_TRUE(lfd.is_ok()) << lfd.status().to_string();
-    if (!lfd.is_ok()) return {};
-    std::vector<pid_t> pids;
-    for (int r = 0; r < n; ++r) {
-        const pid_t pid = fork();
-        if (pid == 0) {
-            if (r != 0) close(*lfd);
-            auto comm = tcp_connect({.rank = r,
-                                     .size = n,
-                                     .host = "127.0.0.1",
-                                     .port = port,
-                                     .listen_fd = r == 0 ? *lfd : -1,
-                                     .comm = {.timeout_s = timeout_s}});
-            if (!comm.is_ok()) {
-                std::fprintf(stderr, "rank %d: %s\n", r, comm.status().to_string().c_str());
-                _exit(100);
-            }
-            (*comm)->begin_step(0);
-            _exit(fn(r, **comm));
+// Forks rank r of n: it joins the group at 127.0.0.1:port (rank 0 on listener lfd; the others close their
+// copy), runs fn(r, its communicator) and exits with its result (0: as expected; the rendezvous failing:
+// 100). Returns the child's pid.
+pid_t fork_rank(int r, int n, int port, int lfd, double timeout_s,
+                const std::function<int(int, ops::Communicator&)>& fn) {
+    const pid_t pid = fork();
+    if (pid == 0) {
+        if (r != 0) close(lfd);
+        auto comm = tcp_connect({.rank = r,
+                                 .size = n,
+                                 .host = "127.0.0.1",
+                                 .port = port,
+                                 .listen_fd = r == 0 ? lfd : -1,
+                                 .comm = {.timeout_s = timeout_s}});
+        if (!comm.is_ok()) {
+            std::fprintf(stderr, "rank %d: %s\n", r, comm.status().to_string().c_str());
+            _exit(100);
         }
-        pids.push_back(pid);
+        (*comm)->begin_step(0);
+        _exit(fn(r, **comm));
     }
-    close(*lfd);
+    return pid;
+}
+
+// Waits for every pid; their exit codes in order (200: killed by a signal).
+std::vector<int> exit_codes(const std::vector<pid_t>& pids) {
     std::vector<int> codes;
     for (pid_t pid : pids) {
         int status = 0;
@@ -191,6 +188,25 @@ std::vector<int> in_processes(int n, double timeout_s,
         codes.push_back(WIFEXITED(status) ? WEXITSTATUS(status) : 200);
     }
     return codes;
+}
+
+// Forks n processes (fork_rank) and returns every exit code.
+std::vector<int> in_processes(int n, double timeout_s,
+                              const std::function<int(int, ops::Communicator&)>& fn) {
+    int port = 0;
+    auto lfd = tcp_listen("127.0.0.1", 0, &port);
+    EXPECT_TRUE(lfd.is_ok()) << lfd.status().to_string();
+    if (!lfd.is_ok()) return {};
+    std::vector<pid_t> pids;
+    for (int r = 0; r < n; ++r) pids.push_back(fork_rank(r, n, port, *lfd, timeout_s, fn));
+    close(*lfd);
+    return exit_codes(pids);
+}
+
+// A rank's check for the rendezvous tests below: an all-reduce of 1.0 over 3 ranks gives 3.
+int all_reduce_of_three(int, ops::Communicator& c) {
+    float v = 1.0f;
+    return c.all_reduce_sum(&v, 1).is_ok() && v == 3.0f ? 0 : 1;
 }
 
 TEST(TcpCommunicator, ProcessesAllReduceGatherAndPipelineLikeThreads) {
@@ -291,31 +307,9 @@ TEST(TcpCommunicator, StrangersAreDroppedAndTheRendezvousGoesOn) {
     ASSERT_EQ(write(wrong_rank, &hello, sizeof hello), static_cast<ssize_t>(sizeof hello));
     const int silent = connect_to(port);
     std::vector<pid_t> pids;
-    for (int r = 0; r < 3; ++r) {
-        const pid_t pid = fork();
-        if (pid == 0) {
-            if (r != 0) close(*lfd);
-            auto comm = tcp_connect({.rank = r,
-                                     .size = 3,
-                                     .host = "127.0.0.1",
-                                     .port = port,
-                                     .listen_fd = r == 0 ? *lfd : -1,
-                                     .comm = {.timeout_s = 20.0}});
-            if (!comm.is_ok()) _exit(100);
-            (*comm)->begin_step(0);
-            float v = 1.0f;
-            _exit((*comm)->all_reduce_sum(&v, 1).is_ok() && v == 3.0f ? 0 : 1);
-        }
-        pids.push_back(pid);
-    }
+    for (int r = 0; r < 3; ++r) pids.push_back(fork_rank(r, 3, port, *lfd, 20.0, all_reduce_of_three));
     close(*lfd);
-    std::vector<int> codes;
-    for (pid_t pid : pids) {
-        int status = 0;
-        waitpid(pid, &status, 0);
-        codes.push_back(WIFEXITED(status) ? WEXITSTATUS(status) : 200);
-    }
-    EXPECT_EQ(codes, (std::vector<int>{0, 0, 0}));
+    EXPECT_EQ(exit_codes(pids), (std::vector<int>{0, 0, 0}));
     close(silent);
     close(garbage);
     close(wrong_rank);
@@ -354,23 +348,7 @@ TEST(TcpCommunicator, AWorkersListenerBindsLoopbackAndDropsStrangers) {
     auto lfd = tcp_listen("127.0.0.1", 0, &port);
     ASSERT_TRUE(lfd.is_ok());
     std::vector<pid_t> pids;
-    auto start = [&](int r) {
-        const pid_t pid = fork();
-        if (pid == 0) {
-            if (r != 0) close(*lfd);
-            auto comm = tcp_connect({.rank = r,
-                                     .size = 3,
-                                     .host = "127.0.0.1",
-                                     .port = port,
-                                     .listen_fd = r == 0 ? *lfd : -1,
-                                     .comm = {.timeout_s = 20.0}});
-            if (!comm.is_ok()) _exit(100);
-            (*comm)->begin_step(0);
-            float v = 1.0f;
-            _exit((*comm)->all_reduce_sum(&v, 1).is_ok() && v == 3.0f ? 0 : 1);
-        }
-        pids.push_back(pid);
-    };
+    auto start = [&](int r) { pids.push_back(fork_rank(r, 3, port, *lfd, 20.0, all_reduce_of_three)); };
     start(0);
     start(1);
     std::vector<std::string> found;
@@ -385,13 +363,7 @@ TEST(TcpCommunicator, AWorkersListenerBindsLoopbackAndDropsStrangers) {
     ASSERT_EQ(write(stranger, junk, sizeof junk), static_cast<ssize_t>(sizeof junk));
     start(2);
     close(*lfd);
-    std::vector<int> codes;
-    for (pid_t pid : pids) {
-        int status = 0;
-        waitpid(pid, &status, 0);
-        codes.push_back(WIFEXITED(status) ? WEXITSTATUS(status) : 200);
-    }
-    EXPECT_EQ(codes, (std::vector<int>{0, 0, 0}));
+    EXPECT_EQ(exit_codes(pids), (std::vector<int>{0, 0, 0}));
     close(stranger);
 }
 
@@ -458,13 +430,7 @@ std::vector<int> rendezvous_of_two(const std::function<TcpOptions(int)>& for_ran
         pids.push_back(pid);
     }
     close(*lfd);
-    std::vector<int> codes;
-    for (pid_t pid : pids) {
-        int status = 0;
-        waitpid(pid, &status, 0);
-        codes.push_back(WIFEXITED(status) ? WEXITSTATUS(status) : 200);
-    }
-    return codes;
+    return exit_codes(pids);
 }
 
 TEST(TcpCommunicator, RanksConfiguredDifferentlyAreRefusedNamingBoth) {
