@@ -28,6 +28,7 @@ enum ScratchSlot : int {
     kGemmA,        // prompt rows as operand bits [rows, K] f16/bf16
     kGemmBack,     // their per-row factors [rows] f32
     kGemmExperts,  // gemm_experts_scratch_bytes
+    kExpertsMma,   // experts_mma_scratch_bytes (generated rows)
     kNumScratch
 };
 
@@ -112,6 +113,7 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(const CudaOptions& o) {
     const char* basic_env = std::getenv("VOLT_CUDA_KERNELS_BASIC");
     in.basic_only = o.cuda_kernels == "basic" || o.cuda_kernels == "sm70-basic" ||
                     (basic_env != nullptr && std::string(basic_env) == "1");
+    if (const char* off = std::getenv("VOLT_CUDA_KERNELS_OFF")) in.off = off;
     std::string cublas_why;
     const bool cublas_ok = cublas_allowed(in, &cublas_why);
     VOLT_ASSIGN_OR_RETURN(Operand op, resolve_dtype(o.dtype, dev, !cublas_ok));
@@ -809,11 +811,42 @@ void CudaBackend::final_logits(const ops::FinalLogitsArgs& a) {
     launch_linear_gemv_norm(la, a.norm, a.eps, a.keep_intermediates ? a.h : nullptr, operand_, ctx());
 }
 
+namespace {
+// The rows [P, T) of an experts call (its generated rows).
+ops::ExpertsArgs rows_from(const ops::ExpertsArgs& a, int64_t P) {
+    const int64_t H = a.down.out, k = a.top_k;
+    ops::ExpertsArgs rest = a;
+    rest.x = a.x + P * H;
+    rest.expert_ids = a.expert_ids + P * k;
+    rest.expert_weights = a.expert_weights + P * k;
+    rest.out = a.out + P * H;
+    rest.num_tokens = a.num_tokens - P;
+    rest.prompt_rows = 0;
+    return rest;
+}
+}  // namespace
+
 void CudaBackend::experts(const ops::ExpertsArgs& a) {
     const int64_t T = a.num_tokens;
     if (T <= 0) return;
     const int64_t pairs = std::max(T, limits_.max_tokens) * a.top_k;
-    if (dispatch_.uses(OpKind::kExperts, "experts_gemv_mxfp4_f16x2") && experts_gemv_eligible(a)) {
+    const bool mma = dispatch_.uses(OpKind::kExperts, "experts_mma_m16n8k16");
+    if (mma && experts_mma_eligible(a, operand_)) {
+        // Prompt rows [0, P) on the prompt GEMM, generated rows [P, T) on the decode MMA kernel.
+        const int64_t P =
+            dispatch_.uses(OpKind::kPromptGemm, "gemm_mma_m16n8k16_f32acc") ? std::min(a.prompt_rows, T) : 0;
+        if (P > 0) launch_gemm_experts(a, P, scratch(kGemmExperts, gemm_experts_scratch_bytes(P, a)), ctx());
+        if (P < T) {
+            // Sized for a step's most generated rows (one per sequence) at once: a later decode step's graph
+            // capture then finds it grown (it must not allocate).
+            const int64_t most =
+                limits_.max_seqs > 0 ? std::min(limits_.max_seqs, limits_.max_tokens) : limits_.max_tokens;
+            void* s = scratch(kExpertsMma, experts_mma_scratch_bytes(std::max(T - P, most), a));
+            launch_experts_mma(rows_from(a, P), s, ctx());
+        }
+        return;
+    }
+    if ((mma || dispatch_.uses(OpKind::kExperts, "experts_gemv_mxfp4_f16x2")) && experts_gemv_eligible(a)) {
         // Prompt rows [0, P) on tensor cores, generated rows [P, T) by the GEMV (ops.h prompt_rows).
         const int64_t P = dispatch_.uses(OpKind::kPromptGemm, "gemm_mma_m16n8k16_f32acc") &&
                                   gemm_experts_eligible(a, operand_)
@@ -823,17 +856,7 @@ void CudaBackend::experts(const ops::ExpertsArgs& a) {
         // capture then finds it grown (it must not allocate).
         void* act = scratch(kExpertAct, experts_gemv_act_bytes(pairs, a.down.in));
         if (P > 0) launch_gemm_experts(a, P, scratch(kGemmExperts, gemm_experts_scratch_bytes(P, a)), ctx());
-        if (P < T) {
-            const int64_t H = a.down.out, k = a.top_k;
-            ops::ExpertsArgs rest = a;
-            rest.x = a.x + P * H;
-            rest.expert_ids = a.expert_ids + P * k;
-            rest.expert_weights = a.expert_weights + P * k;
-            rest.out = a.out + P * H;
-            rest.num_tokens = T - P;
-            rest.prompt_rows = 0;
-            launch_experts_gemv(rest, act, ctx());
-        }
+        if (P < T) launch_experts_gemv(rows_from(a, P), act, ctx());
         return;
     }
     auto* act = static_cast<float*>(scratch(kExpertAct, pairs * a.down.in * 4));

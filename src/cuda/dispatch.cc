@@ -34,6 +34,11 @@ constexpr KernelVariant kTable[] = {
      "2 launches: gate_up+SwiGLU (warp per unit, all k pairs), down+bias+weight+residual; 128-bit loads, "
      "E2M1 -> f16 by bit ops, 8-term HFMA2 chains into f32 (f32 products under --dtype float)",
      true},
+    {OpKind::kExperts, "experts_mma_m16n8k16", 80, false,
+     "generated rows grouped by expert in tiles of <= 8 pairs, weights as the A operand of mma.sync m16n8k16 "
+     "(E2M1 -> f16 by bit ops, f32 accumulation per 32-code block, x E8M0), f16/bf16 operands; "
+     "--dtype float keeps experts_gemv_mxfp4_f16x2",
+     true},
     {OpKind::kAdd, "add_f32", 70, false, "elementwise"},
     {OpKind::kSample, "sample_block1024_f64", 70, false, "one block per row, f64 sums, exact top-k"},
     {OpKind::kPromptGemm, "prompt_rows_as_generated", 70, false,
@@ -44,6 +49,18 @@ constexpr KernelVariant kTable[] = {
      "lists (docs/cuda.md)",
      true},
 };
+
+// Whether `name` is one of the comma-separated names of `list`.
+bool named_in(const std::string& list, const char* name) {
+    const size_t n = std::strlen(name);
+    for (size_t pos = 0; pos <= list.size();) {
+        size_t end = list.find(',', pos);
+        if (end == std::string::npos) end = list.size();
+        if (end - pos == n && list.compare(pos, n, name) == 0) return true;
+        pos = end + 1;
+    }
+    return false;
+}
 
 }  // namespace
 
@@ -86,6 +103,7 @@ Dispatch choose_dispatch(const DispatchInput& in) {
     d.sm70_only = !cublas_allowed(in, &ignored);
     d.cc_used = d.sm70_only ? 70 : in.cc;
     d.basic_only = in.basic_only;
+    d.off = in.off;
     d.why = in.force_sm70 ? "--cuda-kernels sm70"
             : d.sm70_only ? "compute_" + std::to_string(in.kernel_arch / 10) + " code on a cc " +
                                 std::to_string(in.cc / 10) + "." + std::to_string(in.cc % 10) + " GPU"
@@ -97,6 +115,7 @@ Dispatch choose_dispatch(const DispatchInput& in) {
         if (v.min_cc > d.cc_used) continue;
         if (v.needs_cublas && (d.sm70_only || !in.cublas_ready)) continue;
         if (v.fast && in.basic_only) continue;
+        if (named_in(in.off, v.name)) continue;
         // mma.sync m16n8k16 and ldmatrix need code compiled for sm_80 or newer (not only a new GPU).
         if (v.min_cc >= 80 && in.kernel_arch > 0 && in.kernel_arch < 800) continue;
         d.variant[static_cast<int>(v.op)] = &v;
@@ -114,7 +133,7 @@ std::string describe(const Dispatch& d) {
         s += v ? v->name : "none";
     }
     s += " (for cc " + std::to_string(d.cc_used / 10) + "." + std::to_string(d.cc_used % 10) + ", " + d.why +
-         (d.basic_only ? ", basic kernels only" : "") + ")";
+         (d.off.empty() ? "" : ", off: " + d.off) + (d.basic_only ? ", basic kernels only" : "") + ")";
     return s;
 }
 

@@ -45,6 +45,9 @@ struct DispatchInput {
     bool force_sm70 = false;  // --cuda-kernels sm70
     bool cublas_ready = false;
     bool basic_only = false;  // --cuda-kernels basic / sm70-basic or VOLT_CUDA_KERNELS_BASIC=1
+    // Variant names left out (VOLT_CUDA_KERNELS_OFF, comma-separated): an A/B of one kernel against the
+    // variant it replaces in the same binary and process layout. Unknown names are ignored.
+    std::string off;
 };
 
 struct Dispatch {
@@ -53,6 +56,7 @@ struct Dispatch {
     bool sm70_only = false;   // forced or Volta code running: sm_70 variants, no cuBLAS
     bool basic_only = false;  // the straightforward variants of issue 13 only
     std::string why;          // "--cuda-kernels sm70", "compute_70 code on a cc 9.0 GPU", "auto"
+    std::string off;          // DispatchInput::off
     const KernelVariant* of(OpKind op) const { return variant[static_cast<int>(op)]; }
     bool uses(OpKind op, const char* name) const;
 };

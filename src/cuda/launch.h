@@ -117,6 +117,23 @@ void launch_gemm_dense(const uint16_t* a, const float* back, int64_t rows, const
 bool gemm_experts_eligible(const ops::ExpertsArgs& a, Operand operand);
 int64_t gemm_experts_scratch_bytes(int64_t rows, const ops::ExpertsArgs& a);
 void launch_gemm_experts(const ops::ExpertsArgs& a, int64_t rows, void* scratch, const Launch& ctx);
+// Routing lists (kernels/gemm_mma.cu): the pairs [0, pairs) of ids (expert id per (token, rank)) grouped
+// by expert into list [pairs] (counting sort; the order inside an expert's list is whatever the atomics
+// give), cut into tiles (expert, start in list, count <= bm, 0) [<= ceil(pairs / bm) + E], *num_tiles
+// set. A bad id is reported (kBadExpertId) and its pair left out. One block; num_experts <= 1024.
+void launch_route_lists(const int32_t* ids, int64_t pairs, int64_t num_experts, int bm, int32_t* list,
+                        int4* tiles, int32_t* num_tiles, const Launch& ctx);
+// out[t, o] += sum_j weights[t, j] y[t k + j, o] over ranks j in order (pairs with a bad id left out); y
+// [rows k, H] f32.
+void launch_experts_combine(const float* y, const int32_t* ids, const float* weights, int64_t rows, int64_t H,
+                            int64_t top_k, int64_t num_experts, float* out, const Launch& ctx);
+// The experts of generated rows on tensor cores (kernels/experts_mma.cu; sm_80+, dispatch
+// "experts_mma_m16n8k16"): rows_to_operand, routing lists in tiles of <= 8 pairs, gate_up + SwiGLU and
+// down with the weights as the MMA's A operand, rank-order combine into a.out. Same formats and shapes as
+// launch_gemm_experts (experts_mma_eligible); scratch: experts_mma_scratch_bytes(a.num_tokens or more).
+bool experts_mma_eligible(const ops::ExpertsArgs& a, Operand operand);
+int64_t experts_mma_scratch_bytes(int64_t rows, const ops::ExpertsArgs& a);
+void launch_experts_mma(const ops::ExpertsArgs& a, void* scratch, const Launch& ctx);
 // The read-bandwidth reference (kernels/bandwidth.cu): one pass of 128-bit loads over buf [bytes].
 void launch_read_bandwidth(const void* buf, int64_t bytes, int sm_count, uint32_t* sink, const Launch& ctx);
 

@@ -511,6 +511,23 @@ void launch_gemm(const GemmParams& p, unsigned grid_x, const Launch& ctx) {
 
 }  // namespace
 
+void launch_route_lists(const int32_t* ids, int64_t pairs, int64_t num_experts, int bm, int32_t* list,
+                        int4* tiles, int32_t* num_tiles, const Launch& ctx) {
+    VOLT_CHECK(num_experts > 0 && num_experts <= kMaxExperts && bm > 0 && pairs < (int64_t{1} << 31));
+    route_lists_kernel<<<1, kRouteThreads, 0, ctx.stream>>>(ids, pairs, static_cast<int>(num_experts), bm,
+                                                            list, tiles, num_tiles, ctx.error);
+    VOLT_CUDA_CHECK_LAUNCH();
+}
+
+void launch_experts_combine(const float* y, const int32_t* ids, const float* weights, int64_t rows, int64_t H,
+                            int64_t top_k, int64_t num_experts, float* out, const Launch& ctx) {
+    if (rows <= 0) return;
+    VOLT_CHECK(rows < (int64_t{1} << 31));
+    experts_combine_kernel<<<static_cast<unsigned>(rows), 256, 0, ctx.stream>>>(
+        y, ids, weights, H, static_cast<int>(top_k), static_cast<int>(num_experts), out);
+    VOLT_CUDA_CHECK_LAUNCH();
+}
+
 bool gemm_dense_eligible(const ops::DenseWeight& w, Operand operand) {
     const bool int_op = operand == Operand::kF16 || operand == Operand::kBf16;
     // Integer weights in the CUDA layout: whole K steps of 32; int4 steps inside one group.
@@ -628,9 +645,7 @@ void launch_gemm_experts(const ops::ExpertsArgs& a, int64_t rows, void* scratch,
     rows_to_operand_kernel<<<static_cast<unsigned>(rows), kRowThreads, 0, ctx.stream>>>(
         a.x, DeviceVector{}, 0.0f, H, ctx.operand == Operand::kBf16, false, true, 14, a16, back);
     VOLT_CUDA_CHECK_LAUNCH();
-    route_lists_kernel<<<1, kRouteThreads, 0, ctx.stream>>>(a.expert_ids, pairs, static_cast<int>(E), bm,
-                                                            list, tiles, num_tiles, ctx.error);
-    VOLT_CUDA_CHECK_LAUNCH();
+    launch_route_lists(a.expert_ids, pairs, E, bm, list, tiles, num_tiles, ctx);
 
     const int sa = act_scale_exp(a.swiglu_limit);
     GemmParams g{};
@@ -674,9 +689,7 @@ void launch_gemm_experts(const ops::ExpertsArgs& a, int64_t rows, void* scratch,
     else
         launch_gemm<BKind::kMxfp4, Epi::kDown>(d, static_cast<unsigned>(max_tiles), ctx);
 
-    experts_combine_kernel<<<static_cast<unsigned>(rows), 256, 0, ctx.stream>>>(
-        y, a.expert_ids, a.expert_weights, H, static_cast<int>(k), static_cast<int>(E), a.out);
-    VOLT_CUDA_CHECK_LAUNCH();
+    launch_experts_combine(y, a.expert_ids, a.expert_weights, rows, H, k, E, a.out, ctx);
 }
 
 }  // namespace volt::cuda

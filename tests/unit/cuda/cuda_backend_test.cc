@@ -741,9 +741,10 @@ TEST(CudaOps, FastKernelsMatchBasicAndAreBatchInvariant) {
             }
             expect_close(y[0], y[1], half ? 2e-3 : 1e-5, 1e-5, std::string("linear fast vs basic ") + dtype);
         }
-        // Experts: MXFP4 at the model's width, E 8, k 4, 9 tokens (some sharing experts).
+        // Experts: MXFP4 at the model's width, E 8, k 4, 17 tokens, every one routed to expert 0 first (its
+        // 17 pairs span three tiles of the decode MMA kernel) and to three of the others.
         {
-            const int64_t T = 9, H = 2880, I = 2880, E = 8, k = 4;
+            const int64_t T = 17, H = 2880, I = 2880, E = 8, k = 4;
             std::mt19937_64 rng(77);
             auto mx = [&](int64_t out, int64_t in, std::vector<uint8_t>* bl, std::vector<uint8_t>* sc) {
                 bl->resize(E * out * in / 2);
@@ -777,7 +778,7 @@ TEST(CudaOps, FastKernelsMatchBasicAndAreBatchInvariant) {
             std::vector<float> wts(T * k);
             for (int64_t t = 0; t < T; ++t)
                 for (int64_t j = 0; j < k; ++j) {
-                    ids[t * k + j] = static_cast<int32_t>((t + 3 * j) % E);
+                    ids[t * k + j] = j == 0 ? 0 : static_cast<int32_t>(1 + (t + 2 * j) % (E - 1));
                     wts[t * k + j] = 0.1f + 0.2f * static_cast<float>(j);
                 }
             std::vector<float> y[2];
@@ -802,7 +803,7 @@ TEST(CudaOps, FastKernelsMatchBasicAndAreBatchInvariant) {
                                          dor.as<float>(), 1, k, 7.0f, 1.702f});
                     const std::vector<float> got = get<float>(be, dor, H);
                     for (int64_t o = 0; o < H; ++o)
-                        ASSERT_EQ(got[o], y[0][r * H + o]) << "experts token 6 alone vs in 9, output " << o;
+                        ASSERT_EQ(got[o], y[0][r * H + o]) << "experts token 6 alone vs in 17, output " << o;
                 }
             }
             // Compare the branches (the residual of ~100 would hide their error).
@@ -1363,8 +1364,16 @@ TEST(CudaBackendInfo, DtypeRulesFollowVllm) {
     }
     // The fast kernels of issue 14 win where they exist; --cuda-kernels basic gives issue 13's table back.
     EXPECT_TRUE(choose_dispatch({90, 900, false, true}).uses(OpKind::kLinear, "linear_gemv_ld128_f32acc"));
-    EXPECT_TRUE(choose_dispatch({90, 900, false, true}).uses(OpKind::kExperts, "experts_gemv_mxfp4_f16x2"));
+    EXPECT_TRUE(choose_dispatch({90, 900, false, true}).uses(OpKind::kExperts, "experts_mma_m16n8k16"));
+    EXPECT_TRUE(choose_dispatch({80, 800, false, true}).uses(OpKind::kExperts, "experts_mma_m16n8k16"));
     EXPECT_TRUE(choose_dispatch({90, 700, false, true}).uses(OpKind::kExperts, "experts_gemv_mxfp4_f16x2"));
+    EXPECT_TRUE(choose_dispatch({80, 750, false, true}).uses(OpKind::kExperts, "experts_gemv_mxfp4_f16x2"));
+    DispatchInput off{90, 900, false, true};
+    off.off = "linear_gemv_ld128_f32acc,experts_mma_m16n8k16";  // VOLT_CUDA_KERNELS_OFF: the next one down
+    EXPECT_TRUE(choose_dispatch(off).uses(OpKind::kExperts, "experts_gemv_mxfp4_f16x2"));
+    EXPECT_TRUE(choose_dispatch(off).uses(OpKind::kLinear, "linear_cublas_f16_tiles64"));
+    off.off = "experts_mma_m16n8k1";  // a prefix is not a name
+    EXPECT_TRUE(choose_dispatch(off).uses(OpKind::kExperts, "experts_mma_m16n8k16"));
     EXPECT_TRUE(
         choose_dispatch({90, 900, false, true, true}).uses(OpKind::kLinear, "linear_cublas_f16_tiles64"));
     EXPECT_TRUE(
