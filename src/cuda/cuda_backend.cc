@@ -835,15 +835,13 @@ void CudaBackend::experts(const ops::ExpertsArgs& a) {
         // Prompt rows [0, P) on the prompt GEMM, generated rows [P, T) on the decode MMA kernel.
         const int64_t P =
             dispatch_.uses(OpKind::kPromptGemm, "gemm_mma_m16n8k16_f32acc") ? std::min(a.prompt_rows, T) : 0;
+        // Sized for a step's most generated rows (one per sequence) even when every row is a prompt row: a
+        // later decode step's graph capture then finds it grown (it must not allocate).
+        const int64_t most =
+            limits_.max_seqs > 0 ? std::min(limits_.max_seqs, limits_.max_tokens) : limits_.max_tokens;
+        void* s = scratch(kExpertsMma, experts_mma_scratch_bytes(std::max(T - P, most), a));
         if (P > 0) launch_gemm_experts(a, P, scratch(kGemmExperts, gemm_experts_scratch_bytes(P, a)), ctx());
-        if (P < T) {
-            // Sized for a step's most generated rows (one per sequence) at once: a later decode step's graph
-            // capture then finds it grown (it must not allocate).
-            const int64_t most =
-                limits_.max_seqs > 0 ? std::min(limits_.max_seqs, limits_.max_tokens) : limits_.max_tokens;
-            void* s = scratch(kExpertsMma, experts_mma_scratch_bytes(std::max(T - P, most), a));
-            launch_experts_mma(rows_from(a, P), s, ctx());
-        }
+        if (P < T) launch_experts_mma(rows_from(a, P), s, ctx());
         return;
     }
     if ((mma || dispatch_.uses(OpKind::kExperts, "experts_gemv_mxfp4_f16x2")) && experts_gemv_eligible(a)) {

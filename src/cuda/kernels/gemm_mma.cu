@@ -37,11 +37,13 @@
 //    the experts average under 48 pairs each).
 #include <cuda_fp16.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
 #include "cuda/cuda_check.h"
 #include "cuda/device_util.cuh"
+#include "cuda/expert_rows.cuh"
 #include "cuda/mxfp4.cuh"
 
 namespace volt::cuda {
@@ -56,7 +58,7 @@ using mxfp4::swiglu;
 
 constexpr int kBM = 64, kBN = 128, kBK = 32, kThreads = 128;
 constexpr int kLds = 40;  // halfs per shared-memory row (32 + 8 padding)
-constexpr int kMaxExperts = 1024;
+constexpr int kMaxExperts = kMaxRoutedExperts;
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
 #define VOLT_GEMM_MMA 1
@@ -434,53 +436,18 @@ __global__ void rows_to_operand_kernel(const float* __restrict__ x, DeviceVector
         if (threadIdx.x == 0 && back != nullptr) back[r] = pow2f(extra);
         return;
     }
-    float m = 0.0f;
-    for (int64_t i = threadIdx.x; i < K; i += kRowThreads) {
-        const float v = value(i);
-        m = fmaxf(m, isfinite(v) ? fabsf(v) : __int_as_float(0x7f800000));
-    }
-    m = block_max<kRowThreads>(m, red);
-    int sx = 0;
-    const bool finite = m <= 3.0e38f;
-    if (m > 0.0f && finite) sx = min(100, max(-100, 13 - ilogbf(m)));
-    const float up = pow2f(sx);
-    for (int64_t i = threadIdx.x; i < K; i += kRowThreads)
-        o[staged ? staged_index(i) : i] = __half_as_ushort(__float2half_rn(value(i) * up));
-    if (threadIdx.x == 0) back[r] = finite ? pow2f(extra - sx) : __int_as_float(0x7fc00000);
+    const float b = stage_f16_row<kRowThreads>(value, K, staged, extra, o, red);
+    if (threadIdx.x == 0) back[r] = b;
 }
 
-// Pairs grouped by expert (one block): counts, offsets, placement, tiles of <= bm pairs.
+// Pairs grouped by expert (one block): expert_rows.cuh route_lists_block.
 constexpr int kRouteThreads = 1024;
 __global__ void route_lists_kernel(const int32_t* __restrict__ ids, int64_t pairs, int num_experts, int bm,
                                    int32_t* __restrict__ list, int4* __restrict__ tiles,
                                    int32_t* __restrict__ num_tiles, int* error) {
     __shared__ int cnt[kMaxExperts];
     __shared__ int cur[kMaxExperts];
-    for (int e = threadIdx.x; e < num_experts; e += kRouteThreads) cnt[e] = 0;
-    __syncthreads();
-    for (int64_t q = threadIdx.x; q < pairs; q += kRouteThreads) {
-        const int32_t e = ids[q];
-        if (e >= 0 && e < num_experts) {
-            atomicAdd(&cnt[e], 1);
-        } else {
-            report_error(error, kBadExpertId);  // the pair is left out (its result dropped)
-        }
-    }
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        int off = 0, nt = 0;
-        for (int e = 0; e < num_experts; ++e) {
-            cur[e] = off;
-            for (int s = 0; s < cnt[e]; s += bm) tiles[nt++] = make_int4(e, off + s, min(bm, cnt[e] - s), 0);
-            off += cnt[e];
-        }
-        *num_tiles = nt;
-    }
-    __syncthreads();
-    for (int64_t q = threadIdx.x; q < pairs; q += kRouteThreads) {
-        const int32_t e = ids[q];
-        if (e >= 0 && e < num_experts) list[atomicAdd(&cur[e], 1)] = static_cast<int32_t>(q);
-    }
+    route_lists_block<kRouteThreads>(ids, pairs, num_experts, bm, list, tiles, num_tiles, error, cnt, cur);
 }
 
 // out[t, o] += sum_j w[t, j] y[t k + j, o] in rank order (pairs with a bad id left out).
@@ -488,7 +455,8 @@ __global__ void experts_combine_kernel(const float* __restrict__ y, const int32_
                                        const float* __restrict__ weights, int64_t H, int top_k,
                                        int num_experts, float* __restrict__ out) {
     const int64_t t = blockIdx.x;
-    for (int64_t o = threadIdx.x; o < H; o += blockDim.x) {
+    for (int64_t o = blockIdx.y * static_cast<int64_t>(blockDim.x) + threadIdx.x; o < H;
+         o += static_cast<int64_t>(gridDim.y) * blockDim.x) {
         float s = 0.0f;
         for (int j = 0; j < top_k; ++j) {
             const int32_t e = ids[t * top_k + j];
@@ -523,7 +491,8 @@ void launch_experts_combine(const float* y, const int32_t* ids, const float* wei
                             int64_t top_k, int64_t num_experts, float* out, const Launch& ctx) {
     if (rows <= 0) return;
     VOLT_CHECK(rows < (int64_t{1} << 31));
-    experts_combine_kernel<<<static_cast<unsigned>(rows), 256, 0, ctx.stream>>>(
+    const auto cy = static_cast<unsigned>(std::min<int64_t>((H + 255) / 256, 65535));
+    experts_combine_kernel<<<dim3(static_cast<unsigned>(rows), cy), 256, 0, ctx.stream>>>(
         y, ids, weights, H, static_cast<int>(top_k), static_cast<int>(num_experts), out);
     VOLT_CUDA_CHECK_LAUNCH();
 }
