@@ -830,7 +830,11 @@ void CudaBackend::experts(const ops::ExpertsArgs& a) {
     const int64_t T = a.num_tokens;
     if (T <= 0) return;
     const int64_t pairs = std::max(T, limits_.max_tokens) * a.top_k;
-    const bool mma = dispatch_.uses(OpKind::kExperts, "experts_mma_m16n8k16");
+    // Generated rows on tensor cores, except where a step never has more than one sequence (--max-num-seqs
+    // 1): there the GEMV is faster (one token reads 4 experts either way, and the MMA path's extra launches
+    // cost more than its fewer instructions gain). Fixed for the process, so a row's bits never depend on
+    // the batch.
+    const bool mma = dispatch_.uses(OpKind::kExperts, "experts_mma_m16n8k16") && limits_.max_seqs != 1;
     if (mma && experts_mma_eligible(a, operand_)) {
         // Prompt rows [0, P) on the prompt GEMM, generated rows [P, T) on the decode MMA kernel.
         const int64_t P =
