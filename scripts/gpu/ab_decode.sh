@@ -5,7 +5,8 @@
 #               --dtype half, float and bfloat16, and the 20b shape with dummy weights (4 prompts x 48
 #               tokens). A change meant to keep the arithmetic bitwise must print SAME everywhere; one that
 #               changes rounding prints DIFFERENT and must then pass scripts/gpu/check.sh (tolerances).
-#   decode_*    batch-1 and batch-32 decode tok/s of the 20b shape (256 tokens, CUDA graphs) and batch-1 of
+#   decode_*    batch-1 and batch-32 decode tok/s of the 20b shape (256 tokens, CUDA graphs, --max-num-seqs the
+#               batch: 1 takes the expert GEMV, 32 the tensor-core expert kernel) and batch-1 of
 #               the 120b shape, old then new, beside the read bandwidth measured in the same call (torch).
 #   ncu         scripts/gpu/ncu_decode.sh of each bundle (20b): $OUT/ncu_old.txt, $OUT/ncu_new.txt
 #               (per-kernel time and DRAM bytes of one decode step). VOLT_AB_NCU=0 skips.
@@ -62,7 +63,7 @@ decode() {  # decode NAME MODEL BATCH
   for i in $(seq 1 "$n"); do echo "The harbor town number $i was quiet in the morning." >>"$W/prompts_$n.txt"; done
   for b in OLD NEW; do
     line=$(timeout 150 "${!b}/voltllm" --log-level info generate --device cuda --load-format dummy --model "$W/$m" \
-      --prompts-file "$W/prompts_$n.txt" --max-tokens 256 --ignore-eos --temperature 0 --max-num-seqs 64 \
+      --prompts-file "$W/prompts_$n.txt" --max-tokens 256 --ignore-eos --temperature 0 --max-num-seqs "$n" \
       --kv-cache-memory-bytes 8589934592 2>&1 >/dev/null | grep "generated tok/s" | tail -1)
     say "$name $b: ${line:-failed}"
     [ -n "$line" ] || rc=1
