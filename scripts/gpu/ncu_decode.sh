@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # scripts/gpu/ncu_decode.sh BUNDLE_DIR [SHAPE]: one batch-1 decode step of the 20b (or 120b) shape, dummy
 # weights, --enforce-eager, under ncu on the GPU machine (run from the repository root). Two passes:
+#   (--max-num-seqs ${VOLT_NCU_SEQS:-1}: 1 is the single-stream path, which keeps the expert GEMV)
 #   1. every kernel of the run with gpu__time_duration.sum and dram__bytes_read.sum (clocks and caches as
 #      they are: --clock-control none --cache-control none); the kernels are split into steps at each
 #      embedding launch and the 3rd decode step is summed by kernel name and grid (so the lm_head GEMV is
@@ -18,7 +19,7 @@ cp assets/demo-model/tokenizer.json "$W/m/"
 export CUDA_CACHE_PATH=$W/jit
 gen=("$B/voltllm" --log-level warning generate --device cuda --load-format dummy --model "$W/m"
   --prompt-ids 1,2,3,4,5,6,7,8,9,10 --max-tokens 5 --ignore-eos --temperature 0 --max-num-batched-tokens 256
-  --max-model-len 4096 --kv-cache-memory-bytes 1073741824 --enforce-eager)
+  --max-model-len 4096 --kv-cache-memory-bytes 1073741824 --enforce-eager --max-num-seqs "${VOLT_NCU_SEQS:-1}")
 timeout 300 ncu --clock-control none --cache-control none --metrics gpu__time_duration.sum,dram__bytes_read.sum \
   --csv "${gen[@]}" >"$W/ncu.csv" 2>"$OUT/ncu_decode.err"
 echo "ncu pass 1 rc=$?"
