@@ -4,8 +4,8 @@ and serve_20b.sh (call B). Every result is one JSON line:
   {"figure", "engine", "value", "unit", "repeats": [...], "command", "versions", ...}
 with value = the median of the repeats. Subcommands (standard library only, except the kld-* ones: numpy):
 
-  ids N [SEED]                  N token ids, comma-separated: a fixed pseudo-random text of ordinary ids below
-                                8,000 (valid in the demo tokenizer and in gpt-oss's; no special tokens)
+  ids N [SEED]                  N token ids, comma-separated: a fixed pseudo-random sequence of ids 10..99 (byte
+                                tokens in the demo tokenizer and in gpt-oss's; short enough for 32k on one argv)
   text-of-heldout JSONL N OUT   the first N characters of the held-out Brown texts (tools/demo_model/prep_corpus.py)
   llama-bench JSON CMD VERSIONS llama-bench -o json rows -> figure rows (pp -> prefill_N, tg128 @ depth d ->
                                 decode_b1_ctx{128|d}); the value is the median of llama-bench's samples_ts
@@ -59,6 +59,7 @@ def row(figure, engine, repeats, unit, command, versions, **extra):
 
 # ---------------------------------------------------------------- prompts
 def cmd_ids(n, seed=0):
+    """Ids 10..99 (two digits: 32,768 of them fit one command-line argument, < 128 KiB)."""
     n, seed = int(n), int(seed)
     x = 2463534242 + seed
     ids = []
@@ -66,7 +67,7 @@ def cmd_ids(n, seed=0):
         x ^= (x << 13) & 0xFFFFFFFF
         x ^= x >> 17
         x ^= (x << 5) & 0xFFFFFFFF
-        ids.append(1 + x % 7999)
+        ids.append(10 + x % 90)
     print(",".join(map(str, ids)))
 
 
@@ -124,7 +125,9 @@ def cmd_gen(tsv, cmd, versions):
             per = [n / s for _, s in sorted(reps.items())]
             emit(row(f"prefill_{n}", "voltllm", per, "tok/s", cmd.replace("{N}", str(n)).replace("{M}", "1"),
                      versions, note="N / time of generate with --max-tokens 1 (one prefill step plus one sample)"))
-        long = t.get((n, 129), {})
+        long = t.get((n, 129))
+        if not long:
+            continue
         per = [128 / (long[k] - reps[k]) for k in sorted(reps) if k in long and long[k] > reps[k]]
         ctx = 128 if n <= 1 else n
         emit(row(f"decode_b1_ctx{ctx}", "voltllm", per, "tok/s", cmd.replace("{N}", str(n)).replace("{M}", "129 and 1"),
