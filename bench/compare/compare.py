@@ -143,7 +143,7 @@ def cmd_serve(args):
             opts[a] = next(it)
         else:
             files.append(a)
-    vals, completed, errs = [], [], []
+    vals, completed, failed, errs = [], [], [], []
     for f in files:
         try:
             r = json.load(open(f))
@@ -151,15 +151,17 @@ def cmd_serve(args):
             errs.append(f"{f}: {e}")
             continue
         completed.append(r.get("completed"))
-        if opts["--field"] == "ttft":  # every request's TTFT of every repeat (ms)
-            vals.extend(r.get("ttfts", []) and [x * 1000 for x in r["ttfts"]] or [r.get("median_ttft_ms")])
+        failed.append(r.get("failed"))
+        if opts["--field"] == "ttft":  # the TTFT of every request that completed, every repeat (ms)
+            ok = [not e and n for e, n in zip(r.get("errors", []), r.get("output_lens", []))]
+            vals.extend(x * 1000 for x, good in zip(r.get("ttfts", []), ok) if good)
         elif opts["--field"] == "tpot":
             vals.append(1000.0 / r["median_tpot_ms"] if r.get("median_tpot_ms") else None)
         else:
             vals.append(r.get(opts["--field"]))
     unit = {"ttft": "ms", "tpot": "tok/s"}.get(opts["--field"], "tok/s")
     emit(row(opts["--figure"], opts["--engine"], vals, unit, opts["--command"], opts["--versions"],
-             completed=completed, **({"errors": errs} if errs else {})))
+             completed=completed, failed=failed, **({"errors": errs} if errs else {})))
 
 
 # ---------------------------------------------------------------- llama.cpp's KL base file
@@ -354,6 +356,8 @@ def cmd_table(paths):
     print("| figure | engine | value (median of repeats) | repeats | spread | bytes/token | fraction of the limit | voltllm / llama.cpp | command | versions |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     lower_better = ("ttft_", "gpu_mem")
+    agree = [r for r in rows if r["figure"].startswith("agree_")]
+    rows = [r for r in rows if not r["figure"].startswith("agree_")]
     for fig, label in FIGS + [(f, f) for f in sorted({r["figure"] for r in rows} - {f for f, _ in FIGS})]:
         for eng in ("voltllm", "llama.cpp", "voltllm (volta-ptx)"):
             r = by.get((fig, eng))
@@ -369,9 +373,21 @@ def cmd_table(paths):
                 ratio = f"{(1 / x if fig.startswith(lower_better) else x):.2f}x" + (" (llama.cpp / voltllm)" if fig.startswith(lower_better) else "")
             reps = ", ".join(f"{x:,.1f}" if isinstance(x, (int, float)) else str(x) for x in (r.get("repeats") or [])[:6])
             val = f"{v:,.1f}" if isinstance(v, (int, float)) else "n/a"
+            if any(r.get("failed") or []):
+                val += f" ({sum(x or 0 for x in r['failed'])} requests failed)"
+            if r.get("ran") and r["ran"] != "alone":
+                val += f" (ran {r['ran']})"
             sp = f"{r['spread']:.1%}" if r.get("spread") is not None else "-"
             print(f"| {label} | {eng} | **{val}** {r.get('unit', '')} | {reps} | {sp} | "
                   f"{f'{bpt / 1e9:.3f} GB' if bpt else '-'} | {frac} | {ratio} | `{r.get('command', '')}` | {r.get('versions', '')} |")
+    if agree:
+        print()
+        print("| agreement figure | computed by | base (P) | value | command |")
+        print("|---|---|---|---|---|")
+        for r in agree:
+            v = r.get("value")
+            print(f"| {r['figure']} | {r['engine']} | {r.get('base', '-')} | "
+                  f"{'n/a' if v is None else f'{v:.6g}'} {r.get('unit', '')} | `{r.get('command', '')}` |")
 
 
 def main(argv):

@@ -39,6 +39,10 @@ J=$OUT/compare_a.jsonl
 emit() { echo "$1" | tee -a "$J"; }
 t0=$(date +%s)
 since() { echo $(($(date +%s) - t0)); }
+left() {  # seconds to the hard stop (VOLT_COMPARE_HARD_S), at least 10: every timeout is cut to it
+  local l=$((${VOLT_COMPARE_HARD_S:-560} - $(since)))
+  echo $((l < 10 ? 10 : l))
+}
 late() { [ "$(since)" -ge "$DEADLINE" ] && { emit "{\"skipped\": \"$1\", \"reason\": \"deadline ${DEADLINE} s\", \"at_s\": $(since)}"; return 0; }; return 1; }
 cpy() { python3 bench/compare/compare.py "$@"; }
 export CUDA_CACHE_PATH=$W/jit-cache
@@ -106,7 +110,7 @@ maxlen=$((${CTXS##* } + 1024))
 gen() {  # gen N MAX_TOKENS REP
   local n=$1 mt=$2 rep=$3 name="gen_n$1_m$2_r$3" ids
   ids=$(cpy ids "$n" 0)
-  timeout 120 "$V" --log-level info generate --device "$DEV" --model "$M" --prompt-ids "$ids" --max-tokens "$mt" \
+  timeout "$(left)" "$V" --log-level info generate --device "$DEV" --model "$M" --prompt-ids "$ids" --max-tokens "$mt" \
     --ignore-eos --temperature 0 --max-num-seqs 8 --max-model-len "$maxlen" --max-num-batched-tokens 2048 \
     >"$W/logs/$name.out" 2>"$W/logs/$name.log"
   local rc=$?
@@ -126,14 +130,17 @@ for l in sys.stdin:
     r = json.loads(l); r['ran'] = sys.argv[1]; print(json.dumps(r))" "$busy" | tee -a "$J"
 
 # ---- 5. llama-bench (after the build) ----
-if [ -n "$BUILD_PID" ]; then wait "$BUILD_PID"; fi
+if [ -n "$BUILD_PID" ]; then
+  while kill -0 "$BUILD_PID" 2>/dev/null && [ "$(since)" -lt "$DEADLINE" ]; do sleep 2; done
+  kill -0 "$BUILD_PID" 2>/dev/null && echo 124 >"$W/build.rc"  # still compiling at the deadline: no llama-bench
+fi
 emit "{\"step\": \"build_llama\", \"rc\": $(cat "$W/build.rc"), \"at_s\": $(since)}"
-LVER="$LLAMA_SRC; $("$LB/llama-server" --version 2>&1 | grep -i version | tr -d '"' | head -1)"
+LVER="$LLAMA_SRC; $("$LB/llama-server" --version 2>&1 | grep -m1 '^version' | tr -d '"')"
 lbench() {  # lbench NAME ARGS...
   local name=$1
   shift
   late "llama-bench $name" && return
-  timeout 200 "$LB/llama-bench" -m "$G" -ngl 99 -fa 1 -r "$REPS" -o json "$@" >"$W/logs/llama_bench_$name.json" \
+  timeout "$(left)" "$LB/llama-bench" -m "$G" -ngl 99 -fa 1 -r "$REPS" -o json "$@" >"$W/logs/llama_bench_$name.json" \
     2>"$W/logs/llama_bench_$name.log"
   emit "{\"step\": \"llama_bench_$name\", \"rc\": $?, \"at_s\": $(since)}"
   cpy llama-bench "$W/logs/llama_bench_$name.json" "llama-bench -m <gguf> -ngl 99 -fa 1 -r $REPS $*" "$LVER" | tee -a "$J"

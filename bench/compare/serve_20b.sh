@@ -6,7 +6,7 @@
 #   serve_llama, serve_voltllm  each server started fresh, then the same `voltllm bench serve` loads (random
 #       token-id prompts, ignore_eos, seed 0, all sent at once under --max-concurrency C): a warm-up request;
 #       output tok/s at concurrency 8, 32, 128 with 2,048-token prompts and 128 new tokens (C requests a repeat,
-#       3 repeats); TTFT of 512- and 2,048-token prompts (concurrency 1, 3 requests each); the peak GPU memory
+#       3 repeats); TTFT of 512- and 2,048-token prompts (3 runs of one request each); the peak GPU memory
 #       of the whole run (nvidia-smi every 0.2 s). llama-server pinned: -ngl 99, -fa on, CUDA graphs (default),
 #       -np 128 slots, one unified KV cache of 128 x 2,304 tokens (-c 294912 --kv-unified). voltllm serve:
 #       --max-model-len 4096 --max-num-seqs 128 --gpu-memory-utilization 0.92.
@@ -39,6 +39,10 @@ J=$OUT/compare_b.jsonl
 emit() { echo "$1" | tee -a "$J"; }
 t0=$(date +%s)
 since() { echo $(($(date +%s) - t0)); }
+left() {  # seconds to the hard stop (VOLT_COMPARE_HARD_S), at least 10: every timeout is cut to it
+  local l=$((${VOLT_COMPARE_HARD_S:-560} - $(since)))
+  echo $((l < 10 ? 10 : l))
+}
 late() { [ "$(since)" -ge "$DEADLINE" ] && { emit "{\"skipped\": \"$1\", \"reason\": \"deadline ${DEADLINE} s\", \"at_s\": $(since)}"; return 0; }; return 1; }
 want() { [[ $PARTS == *" $1 "* ]]; }
 cpy() { python3 bench/compare/compare.py "$@"; }
@@ -52,7 +56,7 @@ done
 . scripts/gpu/lib.sh
 volt_find_cublas serve_20b
 LLAMA_SRC=$(cat "$W/llama.cpp/VOLT_SOURCE" 2>/dev/null)
-LVER="$LLAMA_SRC; $("$LB/llama-server" --version 2>&1 | grep -i version | tr -d '"' | head -1)"
+LVER="$LLAMA_SRC; $("$LB/llama-server" --version 2>&1 | grep -m1 '^version' | tr -d '"')"
 VVER="voltllm $(sed -n 's/^commit: //p' "$B/MANIFEST" 2>/dev/null | cut -c1-12) $(sed -n 's/^preset: //p' "$B/MANIFEST" 2>/dev/null) --device $DEV"
 PORT=18431
 
@@ -74,10 +78,17 @@ wait_ready() {  # wait_ready PID URL SECONDS
   done
   return 1
 }
+# bench serve's random prompts draw ids below 199,998 (gpt-oss's ordinary ids); a model with a smaller
+# vocabulary (the demo model of the dry run) gets a dataset of the same shape with ids 10..99 instead.
+VOCAB=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['vocab_size'])" "$M/config.json")
 bench() {  # bench NAME C IN OUT N: one voltllm bench serve run; the result JSON is $W/slogs/NAME.json
-  timeout 300 "$V" --log-level warning bench serve --port "$PORT" --endpoint /v1/completions --num-prompts "$5" \
-    --max-concurrency "$2" --random-input-len "$3" --random-output-len "$4" --seed 0 --save-result \
-    --result-filename "$W/slogs/$1.json" >"$W/slogs/$1.log" 2>&1
+  local src=(--random-input-len "$3" --random-output-len "$4" --seed 0) i
+  if [ "$VOCAB" -lt 199998 ]; then
+    for i in $(seq 1 "$5"); do echo "{\"prompt\": [$(cpy ids "$3" "$i")], \"output_len\": $4}"; done >"$W/slogs/$1.dataset.jsonl"
+    src=(--dataset-path "$W/slogs/$1.dataset.jsonl")
+  fi
+  timeout "$(left)" "$V" --log-level warning bench serve --port "$PORT" --endpoint /v1/completions --num-prompts "$5" \
+    --max-concurrency "$2" "${src[@]}" --save-result --result-filename "$W/slogs/$1.json" >"$W/slogs/$1.log" 2>&1
 }
 
 run_engine() {  # run_engine NAME START_COMMAND...
@@ -115,10 +126,14 @@ run_engine() {  # run_engine NAME START_COMMAND...
   done
   for in in ${VOLT_COMPARE_TTFT:-512 2048}; do
     late "$name ttft $in" && break
-    bench "$name.ttft$in" 1 "$in" 1 3
-    cpy serve "$W/slogs/$name.ttft$in.json" --engine "$name" --figure "ttft_$in" --field ttft \
+    files=()
+    for r in 1 2 3; do  # a process a request: no HTTP connection is reused (a stale keep-alive one failed once)
+      bench "$name.ttft$in.r$r" 1 "$in" 1 1
+      files+=("$W/slogs/$name.ttft$in.r$r.json")
+    done
+    cpy serve "${files[@]}" --engine "$name" --figure "ttft_$in" --field ttft \
       --versions "$([ "$name" = voltllm ] && echo "$VVER" || echo "$LVER")" \
-      --command "voltllm bench serve --max-concurrency 1 --num-prompts 3 --random-input-len $in --random-output-len 1 against: $startcmd" | tee -a "$J"
+      --command "voltllm bench serve --max-concurrency 1 --num-prompts 3 --random-input-len $in --random-output-len 1 (x3) against: $startcmd" | tee -a "$J"
   done
   kill "$pid" 2>/dev/null
   wait "$pid" 2>/dev/null
@@ -144,18 +159,18 @@ kld() {  # kld NAME SAFETENSORS_DIR GGUF N_CTX N_CHUNKS TF(0|1)
   local K=$W/kld_$name
   rm -rf "$K" && mkdir -p "$K"
   [ "$DEV" = cuda ] && ngl=(-ngl 99 -fa on)
-  timeout 200 "$LB/llama-perplexity" -m "$g" -f out/compare/heldout.txt -c "$n_ctx" -b "$n_ctx" --chunks "$n_chunk" \
+  timeout "$(left)" "$LB/llama-perplexity" -m "$g" -f out/compare/heldout.txt -c "$n_ctx" -b "$n_ctx" --chunks "$n_chunk" \
     "${ngl[@]}" --kl-divergence-base "$K/L.kld" >"$W/slogs/kld_$name.base.log" 2>&1
   emit "{\"step\": \"kld_$name llama.cpp base\", \"rc\": $?, \"at_s\": $(since)}"
   read -r add bos <<<"$(cpy gguf-bos "$g" "$W/llama.cpp/gguf-py" 2>/dev/null)"
   [ "${add:-}" = 1 ] || bos=-
   for k in $(seq 0 $((n_chunk - 1))); do
-    timeout 120 "$V" --log-level warning logits --device "$DEV" --model "$m" --kv-cache-f16 \
+    timeout "$(left)" "$V" --log-level warning logits --device "$DEV" --model "$m" --kv-cache-f16 \
       --prompt-ids "$(cpy kld-tokens "$K/L.kld" "$k" "$bos")" --out "$K/v$k.npy" >>"$W/slogs/kld_$name.voltllm.log" 2>&1
     npys+=("$K/v$k.npy")
   done
   cpy kld-write --model-logits "${npys[@]}" --tokens-from "$K/L.kld" --out "$K/V.kld" | tee -a "$W/slogs/kld_$name.write.log"
-  timeout 200 "$LB/llama-perplexity" -m "$g" -c "$n_ctx" -b "$n_ctx" "${ngl[@]}" --kl-divergence-base "$K/V.kld" \
+  timeout "$(left)" "$LB/llama-perplexity" -m "$g" -c "$n_ctx" -b "$n_ctx" "${ngl[@]}" --kl-divergence-base "$K/V.kld" \
     --kl-divergence >"$W/slogs/kld_$name.kl.log" 2>&1
   emit "{\"step\": \"kld_$name llama.cpp vs voltllm\", \"rc\": $?, \"at_s\": $(since)}"
   cpy kld-parse "$W/slogs/kld_$name.kl.log" --model "$name" --engine llama.cpp --base voltllm \
@@ -172,7 +187,7 @@ for k, u in (('mean_kld', 'nats'), ('same_top', 'fraction'), ('ppl_model', 'ppl'
 " "$chk" "$name" "$LVER; $VVER")"
   if [ "$tf" = 1 ]; then
     local tfo
-    tfo=$(timeout 200 python3 bench/compare/tf_ppl.py "$m" "$K/L.kld" 2>"$W/slogs/kld_$name.tf.log" | tail -1)
+    tfo=$(timeout "$(left)" python3 bench/compare/tf_ppl.py "$m" "$K/L.kld" 2>"$W/slogs/kld_$name.tf.log" | tail -1)
     emit "{\"figure\": \"agree_${name}_transformers_ppl\", \"engine\": \"transformers\", \"value\": $(echo "${tfo:-{\}}" | python3 -c 'import json,sys; print(json.dumps(json.load(sys.stdin).get("tf_ppl")))'), \"unit\": \"ppl\", \"detail\": ${tfo:-null}, \"command\": \"bench/compare/tf_ppl.py (fp32, eager, the same tokens and positions)\"}"
   fi
   rm -f "$K"/*.npy "$K"/*.kld
