@@ -102,7 +102,8 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max
   >"$W/logs/gpu.txt" 2>&1
 emit "{\"figure\": \"versions\", \"engine\": \"-\", \"gpu\": \"$(head -1 "$W/logs/gpu.txt" | tr -d '"')\", \"voltllm\": \"$VVER\", \"llama.cpp\": \"$LLAMA_SRC\"}"
 
-# ---- 4. voltllm generate: one process a figure, 3 repeats ----
+# ---- 4. voltllm generate: one process a figure, 3 repeats; --max-num-seqs 1, the single-stream setup that
+# llama-bench's batch-1 rows measure (it also picks the expert GEMV: docs/cuda.md) ----
 T=$W/gen_times.tsv
 : >"$T"
 maxlen=$((${CTXS##* } + 1024))
@@ -111,7 +112,7 @@ gen() {  # gen N MAX_TOKENS REP
   local n=$1 mt=$2 rep=$3 name="gen_n$1_m$2_r$3" ids
   ids=$(cpy ids "$n" 0)
   timeout "$(left)" "$V" --log-level info generate --device "$DEV" --model "$M" --prompt-ids "$ids" --max-tokens "$mt" \
-    --ignore-eos --temperature 0 --max-num-seqs 8 --max-model-len "$maxlen" --max-num-batched-tokens 2048 \
+    --ignore-eos --temperature 0 --max-num-seqs 1 --max-model-len "$maxlen" --max-num-batched-tokens 2048 \
     >"$W/logs/$name.out" 2>"$W/logs/$name.log"
   local rc=$?
   printf '%s %s %s %s %s\n' "$n" "$mt" "$rep" "$(cpy gen-seconds "$W/logs/$name.log")" "$rc" | tee -a "$T"
@@ -123,7 +124,7 @@ for rep in $(seq 1 "$REPS"); do
   for n in $PPS; do gen "$n" 1 "$rep"; done
   for n in $CTXS; do gen "$n" 1 "$rep"; gen "$n" 129 "$rep"; done
 done
-cpy gen "$T" "voltllm generate --device $DEV --model <checkpoint> --prompt-ids <{N} ids> --max-tokens {M} --ignore-eos --temperature 0 --max-model-len $maxlen --max-num-batched-tokens 2048 (CUDA graphs: default)" \
+cpy gen "$T" "voltllm generate --device $DEV --model <checkpoint> --prompt-ids <{N} ids> --max-tokens {M} --ignore-eos --temperature 0 --max-num-seqs 1 --max-model-len $maxlen --max-num-batched-tokens 2048 (CUDA graphs: default)" \
   "$VVER" | python3 -c "
 import json, sys
 for l in sys.stdin:
