@@ -16,6 +16,7 @@ tar -C "$W" -xJf out/compare/llama-src.tar.xz
 cat "$W/llama.cpp/VOLT_SOURCE"
 export PATH=/usr/local/cuda/bin:$PATH
 t0=$(date +%s)
+# shellcheck disable=SC2016  # $ORIGIN is for the linker, not the shell
 cmake -S "$W/llama.cpp" -B "$W/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=ON \
   -DCMAKE_CUDA_ARCHITECTURES=90 -DGGML_NATIVE=ON -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF \
   -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_SERVER=ON -DCMAKE_BUILD_RPATH='$ORIGIN' \

@@ -1,113 +1,157 @@
 #!/usr/bin/env bash
-# bench/compare/run_20b.sh [BUNDLE_DIR]: voltllm beside llama.cpp on the same GPU, in one call to the GPU
-# machine (under 9 minutes), on the same random-weight gpt-oss-20b-shape checkpoint (issue 16, first rows).
-# Run from the repository root with out/compare (bench/compare/prepare.sh) and a bundle
-# (scripts/bundle.sh cuda13; default out/bundle-cuda13) carried. Steps:
-#   1. llama.cpp is built for sm_90 with CUDA 13 in the background (bench/compare/build_llama.sh, 12 jobs),
-#   2. meanwhile `voltllm make-model --preset 20b --seed 20261202` writes the checkpoint (published layout:
-#      MXFP4 experts, bf16 rest) with the real gpt-oss tokenizer, and llama.cpp's own
-#      convert_hf_to_gguf.py --outtype f16 converts it (MXFP4 experts kept, the rest f16),
-#   3. the read bandwidth of this GPU now (torch: sum over 4 GiB f32, median of 20),
-#   4. llama-bench -ngl 99 -fa 1 -p 512,2048 -n 128 -r 3 (its defaults otherwise: CUDA graphs on),
-#   5. voltllm generate --device cuda (CUDA graphs, the default) on the safetensors checkpoint: batch-1
-#      decode of 128 tokens after a 13-token prompt, 3 repeats; a 512- and a 2048-token prompt with one
-#      new token (prefill time), 3 repeats each.
-# Output: $OUT/compare.jsonl (one line per figure, with the command), $OUT/compare_logs.tar.gz.
+# bench/compare/run_20b.sh [BUNDLE_DIR]: call A of the issue-16 table (voltllm beside llama.cpp on the same GPU,
+# the same random-weight gpt-oss-20b-shape checkpoint, in the same run). Run on the GPU machine from the
+# repository root with out/compare (bench/compare/prepare.sh) and a bundle (scripts/bundle.sh cuda13; default
+# out/bundle-cuda13) carried. About 7.5 minutes on 16 cores. Steps:
+#   1. llama.cpp is built for sm_90 with CUDA 13 in the background (build_llama.sh, nice 10, 14 jobs; ~336 s),
+#   2. meanwhile `voltllm make-model --preset 20b --seed 20261202` writes the checkpoint (MXFP4 experts, bf16
+#      rest, the real gpt-oss tokenizer) and llama.cpp's own convert_hf_to_gguf.py --outtype f16 converts it,
+#   3. the read bandwidth of this GPU now (scripts/gpu/read_bw.py; again at the end),
+#   4. voltllm generate --device cuda, each figure one process, 3 repeats (runs while llama.cpp still compiles
+#      at nice 10; the rows say so): prompts of N = 1, 512, 2048, 32768 fixed token ids with --max-tokens 1 and
+#      129 (not 512): prefill_N = N / t(N, 1), decode_b1_ctx{128,2048,32768} = 128 / (t(N, 129) - t(N, 1)),
+#   5. llama-bench -ngl 99 -fa 1 (CUDA graphs: its default): -p 512,2048 -n 128 -r 3 (pp512, pp2048, tg128 at
+#      depth 0), then -p 0 -n 128 -d 2048,32768 -r 3 (tg128 after 2,048 and 32,768 tokens: the same decode
+#      contexts), medians of llama-bench's samples.
+# Output ($OUT, 2 files): compare_a.jsonl (one line a figure: figure, engine, value = median, repeats, command,
+# versions; read_bandwidth and model_config lines for the table) and compare_a_logs.tar.gz.
+# Leaves for call B (serve_20b.sh, right after, the machine warm): /tmp/llama-build (built), /tmp/volt-compare
+# (checkpoint, GGUF, tokenizer). Switches for a dry run elsewhere (bench/compare/dryrun_cpu.sh):
+# VOLT_COMPARE_MODEL=demo (assets/demo-model, no make-model), VOLT_COMPARE_DEVICE=cpu, VOLT_LLAMA_BIN=DIR
+# (llama.cpp already built: no build), VOLT_COMPARE_CTX="2048 32768", VOLT_COMPARE_PP="512 2048",
+# VOLT_COMPARE_REPS=3, VOLT_COMPARE_DEADLINE_S=500 (parts not started by then are skipped, with a line saying so).
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 1
 ROOT=$PWD
-B=$(cd "${1:-out/bundle-cuda13}" && pwd)
+B=$(cd "${1:-out/bundle-cuda13}" && pwd) || exit 1
+V=$B/voltllm
 OUT=${OUT:-/tmp/volt-compare-out}
 W=/tmp/volt-compare
+DEV=${VOLT_COMPARE_DEVICE:-cuda}
+MODEL=${VOLT_COMPARE_MODEL:-20b}
+CTXS=${VOLT_COMPARE_CTX:-2048 32768}
+PPS=${VOLT_COMPARE_PP:-512 2048}
+REPS=${VOLT_COMPARE_REPS:-3}
+DEADLINE=${VOLT_COMPARE_DEADLINE_S:-500}
 mkdir -p "$OUT" "$W/logs"
-J=$OUT/compare.jsonl
+J=$OUT/compare_a.jsonl
 : >"$J"
 emit() { echo "$1" | tee -a "$J"; }
 t0=$(date +%s)
 since() { echo $(($(date +%s) - t0)); }
+left() {  # seconds to the hard stop (VOLT_COMPARE_HARD_S), at least 10: every timeout is cut to it
+  local l=$((${VOLT_COMPARE_HARD_S:-560} - $(since)))
+  echo $((l < 10 ? 10 : l))
+}
+late() { [ "$(since)" -ge "$DEADLINE" ] && { emit "{\"skipped\": \"$1\", \"reason\": \"deadline ${DEADLINE} s\", \"at_s\": $(since)}"; return 0; }; return 1; }
+cpy() { python3 bench/compare/compare.py "$@"; }
+export CUDA_CACHE_PATH=$W/jit-cache
+# shellcheck source=scripts/gpu/lib.sh
+. scripts/gpu/lib.sh
+volt_find_cublas run_20b
 
-(VOLT_LLAMA_JOBS=12 OUT=$W/logs bash bench/compare/build_llama.sh >"$W/logs/build_llama.out" 2>&1
- echo $? >"$W/build.rc") &
+# ---- 1. llama.cpp, in the background (or VOLT_LLAMA_BIN) ----
+if [ -n "${VOLT_LLAMA_BIN:-}" ]; then
+  LB=$VOLT_LLAMA_BIN
+  echo 0 >"$W/build.rc"
+  BUILD_PID=
+else
+  LB=/tmp/llama-build/build/bin
+  (VOLT_LLAMA_JOBS=14 OUT=$W/logs nice -n 10 bash bench/compare/build_llama.sh >"$W/logs/build_llama.out" 2>&1
+   echo $? >"$W/build.rc") &
+  BUILD_PID=$!
+fi
+rm -rf "$W/llama.cpp" "$W/models"
 tar -C "$W" -xJf out/compare/tokenizer-gptoss.tar.xz   # -> $W/models/tokenizer.json
-tar -C "$W" -xJf out/compare/llama-src.tar.xz          # the converter (its own copy)
-M=$W/gpt-oss-20b-random
-"$B/voltllm" --log-level warning make-model --preset 20b --seed 20261202 --tokenizer-dir "$W/models" \
-  --out "$M" --threads 6 >"$W/logs/make_model.log" 2>&1
-emit "{\"step\": \"make_model\", \"rc\": $?, \"at_s\": $(since), \"bytes\": $(du -sb "$M" | cut -f1)}"
-python3 "$W/llama.cpp/convert_hf_to_gguf.py" "$M" --outtype f16 --outfile "$W/20b-f16.gguf" \
-  >"$W/logs/convert.log" 2>&1
-emit "{\"step\": \"convert_hf_to_gguf\", \"rc\": $?, \"at_s\": $(since), \"bytes\": $(stat -c %s "$W/20b-f16.gguf" 2>/dev/null || echo 0)}"
-wait
-emit "{\"step\": \"build_llama\", \"rc\": $(cat "$W/build.rc"), \"at_s\": $(since)}"
-LB=/tmp/llama-build/build/bin
+tar -C "$W" -xJf out/compare/llama-src.tar.xz          # the converter and gguf-py (its own copy)
+LLAMA_SRC=$(cat "$W/llama.cpp/VOLT_SOURCE")
+VVER="voltllm $(sed -n 's/^commit: //p' "$B/MANIFEST" 2>/dev/null | cut -c1-12) $(sed -n 's/^preset: //p' "$B/MANIFEST" 2>/dev/null) --device $DEV"
 
-BW=$(python3 scripts/gpu/read_bw.py 2>/dev/null)
-emit "{\"part\": \"bandwidth\", \"read_gbps\": ${BW:-0}, \"how\": \"torch sum over 4 GiB float32, median of 20\"}"
-nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem --format=csv,noheader >"$W/logs/gpu.txt" 2>&1
+# ---- 2. the checkpoint, both formats ----
+if [ "$MODEL" = demo ]; then
+  M=$ROOT/assets/demo-model
+  G=$W/demo-f16.gguf
+  pre=(--pre-tokenizer gpt-4o)
+else
+  M=$W/gpt-oss-20b-random
+  G=$W/20b-f16.gguf
+  pre=()
+  if [ ! -f "$M/config.json" ]; then
+    "$V" --log-level warning make-model --preset 20b --seed 20261202 --tokenizer-dir "$W/models" \
+      --out "$M" --threads 6 >"$W/logs/make_model.log" 2>&1
+    emit "{\"step\": \"make_model\", \"rc\": $?, \"at_s\": $(since), \"bytes\": $(du -sb "$M" | cut -f1)}"
+  fi
+fi
+if [ ! -s "$G" ]; then
+  python3 bench/compare/convert.py "$W/llama.cpp" "${pre[@]}" -- "$M" --outtype f16 --outfile "$G" \
+    >"$W/logs/convert.log" 2>&1
+  emit "{\"step\": \"convert_hf_to_gguf\", \"rc\": $?, \"at_s\": $(since), \"bytes\": $(stat -c %s "$G" 2>/dev/null || echo 0)}"
+fi
+echo "$M" >"$W/model_dir"
+echo "$G" >"$W/gguf_path"
+emit "{\"figure\": \"model_config\", \"engine\": \"-\", \"model\": \"$MODEL\", \"config\": $(tr -d '\n' <"$M/config.json")}"
 
-cmd="llama-bench -m 20b-f16.gguf -ngl 99 -fa 1 -p 512,2048 -n 128 -r 3 -o json"
-timeout 150 "$LB/llama-bench" -m "$W/20b-f16.gguf" -ngl 99 -fa 1 -p 512,2048 -n 128 -r 3 -o json \
-  >"$W/llama_bench.json" 2>"$W/logs/llama_bench.log"
-rc=$?
-python3 - "$W/llama_bench.json" "$rc" "$cmd" <<'PY' | tee -a "$J"
-import json, sys
-rc, cmd = int(sys.argv[2]), sys.argv[3]
-try:
-    rows = json.load(open(sys.argv[1]))
-except Exception as e:
-    print(json.dumps({"engine": "llama.cpp", "rc": rc, "error": str(e), "command": cmd})); sys.exit()
-for r in rows:
-    test = f"pp{r['n_prompt']}" if r.get("n_gen", 0) == 0 else f"tg{r['n_gen']}"
-    print(json.dumps({"engine": "llama.cpp", "test": test, "tok_s": r.get("avg_ts"), "stddev": r.get("stddev_ts"),
-                      "samples": r.get("samples_ts"), "build": r.get("build_commit"), "command": cmd}))
-PY
-
-# voltllm: the safetensors checkpoint (MXFP4 experts, bf16 dense -> f16 at load on this GPU: --dtype auto
-# is bfloat16 at cc 9.0; --dtype half is what a V100 runs). Each figure is one process; 3 repeats.
-prompt_of() {  # prompt_of N: a text of about N tokens of the gpt-oss tokenizer
-  python3 -c "
-import sys
-words = ('the harbor town was quiet in the morning and the boats came back with the tide '
-         'while children ran along the old stone wall ').split()
-n = int(sys.argv[1]); print(' '.join(words[i % len(words)] for i in range(n)))" "$1"
+# ---- 3. read bandwidth ----
+bandwidth() {
+  local bw
+  bw=$([ "$DEV" = cuda ] && python3 scripts/gpu/read_bw.py 2>/dev/null)
+  emit "{\"figure\": \"read_bandwidth\", \"engine\": \"gpu\", \"value\": ${bw:-null}, \"unit\": \"GB/s\", \"at_s\": $(since), \"command\": \"python3 scripts/gpu/read_bw.py (torch sum over 4 GiB float32, median of 20)\"}"
 }
-prompt_of 12 >"$W/p13.txt"
-prompt_of 505 >"$W/p512.txt"
-prompt_of 2030 >"$W/p2048.txt"
-vgen() {  # vgen NAME PROMPTFILE MAXTOKENS [FLAGS]
-  local name=$1 pf=$2 n=$3
-  shift 3
-  "$B/voltllm" --log-level info generate --device cuda --model "$M" --prompts-file "$pf" --max-tokens "$n" \
-    --ignore-eos --temperature 0 --max-num-seqs 8 --max-model-len 8192 "$@" >"$W/logs/$name.out" 2>"$W/logs/$name.log"
+bandwidth
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max.mem --format=csv,noheader \
+  >"$W/logs/gpu.txt" 2>&1
+emit "{\"figure\": \"versions\", \"engine\": \"-\", \"gpu\": \"$(head -1 "$W/logs/gpu.txt" | tr -d '"')\", \"voltllm\": \"$VVER\", \"llama.cpp\": \"$LLAMA_SRC\"}"
+
+# ---- 4. voltllm generate: one process a figure, 3 repeats; --max-num-seqs 1, the single-stream setup that
+# llama-bench's batch-1 rows measure (it also picks the expert GEMV: docs/cuda.md) ----
+T=$W/gen_times.tsv
+: >"$T"
+maxlen=$((${CTXS##* } + 1024))
+[ "$maxlen" -lt 4096 ] && maxlen=4096
+gen() {  # gen N MAX_TOKENS REP
+  local n=$1 mt=$2 rep=$3 name="gen_n$1_m$2_r$3" ids
+  ids=$(cpy ids "$n" 0)
+  timeout "$(left)" "$V" --log-level info generate --device "$DEV" --model "$M" --prompt-ids "$ids" --max-tokens "$mt" \
+    --ignore-eos --temperature 0 --max-num-seqs 1 --max-model-len "$maxlen" --max-num-batched-tokens 2048 \
+    >"$W/logs/$name.out" 2>"$W/logs/$name.log"
   local rc=$?
-  local line
-  line=$(grep "generated tok/s" "$W/logs/$name.log" | tail -1)
-  echo "$rc|$line"
+  printf '%s %s %s %s %s\n' "$n" "$mt" "$rep" "$(cpy gen-seconds "$W/logs/$name.log")" "$rc" | tee -a "$T"
 }
-for rep in 1 2 3; do
-  for dt in auto half; do
-    r=$(vgen "decode_${dt}_$rep" "$W/p13.txt" 128 --dtype "$dt")
-    emit "$(python3 -c "
-import json, re, sys
-rc, line = sys.argv[1].split('|', 1)
-m = re.search(r'(\d+) prompt tokens, (\d+) generated tokens in ([0-9.]+) s: ([0-9.]+) generated tok/s', line)
-print(json.dumps({'engine': 'voltllm', 'test': 'decode_b1_128', 'dtype': sys.argv[2], 'rep': int(sys.argv[3]), 'rc': int(rc),
-  'tok_s': float(m.group(4)) if m else None, 'prompt_tokens': int(m.group(1)) if m else None,
-  'command': 'voltllm generate --device cuda --dtype ' + sys.argv[2] + ' --max-tokens 128 --ignore-eos --temperature 0'}))" "$r" "$dt" "$rep")"
-  done
-  for n in 512 2048; do
-    r=$(vgen "prefill_${n}_$rep" "$W/p$n.txt" 1 --max-num-batched-tokens 2048)
-    emit "$(python3 -c "
-import json, re, sys
-rc, line = sys.argv[1].split('|', 1)
-m = re.search(r'(\d+) prompt tokens, (\d+) generated tokens in ([0-9.]+) s', line)
-p, s = (int(m.group(1)), float(m.group(3))) if m else (None, None)
-print(json.dumps({'engine': 'voltllm', 'test': 'prefill_' + sys.argv[2], 'rep': int(sys.argv[3]), 'rc': int(rc), 'prompt_tokens': p,
-  'seconds': s, 'tok_s': (p / s if p and s else None),
-  'command': 'voltllm generate --device cuda --max-tokens 1 --max-num-batched-tokens 2048 (time includes the one decode step)'}))" "$r" "$n" "$rep")"
-  done
+busy=$([ -n "$BUILD_PID" ] && kill -0 "$BUILD_PID" 2>/dev/null && echo "while llama.cpp compiled at nice 10" || echo "alone")
+for rep in $(seq 1 "$REPS"); do
+  late "voltllm generate rep $rep" && break
+  gen 1 1 "$rep"; gen 1 129 "$rep"
+  for n in $PPS; do gen "$n" 1 "$rep"; done
+  for n in $CTXS; do gen "$n" 1 "$rep"; gen "$n" 129 "$rep"; done
 done
+cpy gen "$T" "voltllm generate --device $DEV --model <checkpoint> --prompt-ids <{N} ids> --max-tokens {M} --ignore-eos --temperature 0 --max-num-seqs 1 --max-model-len $maxlen --max-num-batched-tokens 2048 (CUDA graphs: default)" \
+  "$VVER" | python3 -c "
+import json, sys
+for l in sys.stdin:
+    r = json.loads(l); r['ran'] = sys.argv[1]; print(json.dumps(r))" "$busy" | tee -a "$J"
+
+# ---- 5. llama-bench (after the build) ----
+if [ -n "$BUILD_PID" ]; then
+  while kill -0 "$BUILD_PID" 2>/dev/null && [ "$(since)" -lt "$DEADLINE" ]; do sleep 2; done
+  kill -0 "$BUILD_PID" 2>/dev/null && echo 124 >"$W/build.rc"  # still compiling at the deadline: no llama-bench
+fi
+emit "{\"step\": \"build_llama\", \"rc\": $(cat "$W/build.rc"), \"at_s\": $(since)}"
+LVER="$LLAMA_SRC; $("$LB/llama-server" --version 2>&1 | grep -m1 '^version' | tr -d '"')"
+lbench() {  # lbench NAME ARGS...
+  local name=$1
+  shift
+  late "llama-bench $name" && return
+  timeout "$(left)" "$LB/llama-bench" -m "$G" -ngl 99 -fa 1 -r "$REPS" -o json "$@" >"$W/logs/llama_bench_$name.json" \
+    2>"$W/logs/llama_bench_$name.log"
+  emit "{\"step\": \"llama_bench_$name\", \"rc\": $?, \"at_s\": $(since)}"
+  cpy llama-bench "$W/logs/llama_bench_$name.json" "llama-bench -m <gguf> -ngl 99 -fa 1 -r $REPS $*" "$LVER" | tee -a "$J"
+}
+pcsv=$(echo "$PPS" | tr ' ' ',')
+dcsv=$(echo "$CTXS" | tr ' ' ',')
+lbench d0 -p "$pcsv" -n 128
+lbench depth -p 0 -n 128 -d "$dcsv"
+bandwidth
 emit "{\"step\": \"done\", \"at_s\": $(since)}"
-cp "$W/llama_bench.json" "$W/logs/" 2>/dev/null
 tail -5 "$W/logs/convert.log" >"$W/logs/convert_tail.log" 2>/dev/null
-tar -C "$W" -czf "$OUT/compare_logs.tar.gz" logs
+rm -f "$W/logs/convert.log"
+tar -C "$W" -czf "$OUT/compare_a_logs.tar.gz" logs gen_times.tsv

@@ -1,41 +1,66 @@
 #!/usr/bin/env bash
-# bench/compare/serve_20b.sh [BUNDLE_DIR]: llama-server beside voltllm serve on the same GPU, the same
-# checkpoint and the same loads (issue 16: output tok/s at concurrency 1, 8, 32, 128 at a 2k context, TTFT
-# of 512- and 2,048-token prompts, GPU memory). The second call of a pair: run it on the GPU machine right
-# after bench/compare/run_20b.sh returns (the machine stays warm ~30 s between calls and keeps /tmp), which
-# left llama.cpp built in /tmp/llama-build and the checkpoint (safetensors + GGUF) in /tmp/volt-compare.
-# Both servers get the same requests from `voltllm bench serve` (random token-id prompts of
-# --random-input-len tokens, --random-output-len tokens each with ignore_eos, all sent at once under
-# --max-concurrency C, 2 C requests, seed 0), one engine at a time, each started fresh.
-# llama-server, pinned: -ngl 99, flash attention on, CUDA graphs (its default), -np 128 slots with a
-# unified KV cache of 128 x 2,304 tokens (-c 294912 --kv-unified).
-# voltllm serve: --max-model-len 4096 --max-num-seqs 128 --gpu-memory-utilization 0.92 (defaults otherwise).
-# Output: $OUT/serve_compare.jsonl (one line per figure: engine, load, tok/s, TTFT, peak GPU MiB, command)
-# and $OUT/serve_compare_logs.tar.gz. About 5 minutes. For a dry run of the plumbing elsewhere:
-# VOLT_COMPARE_LOADS="C IN OUT;..." (the loads), VOLT_COMPARE_DEVICE=cpu (voltllm's device).
+# bench/compare/serve_20b.sh [BUNDLE_DIR]: call B of the issue-16 table. Run on the GPU machine right after
+# bench/compare/run_20b.sh (call A) returns: the machine stays warm ~30 s between calls and keeps /tmp, where
+# call A left llama.cpp built (/tmp/llama-build) and the checkpoint in both formats (/tmp/volt-compare).
+# About 7 minutes. Parts (VOLT_COMPARE_PARTS, default all, in this order):
+#   serve_llama, serve_voltllm  each server started fresh, then the same `voltllm bench serve` loads (random
+#       token-id prompts, ignore_eos, seed 0, all sent at once under --max-concurrency C): a warm-up request;
+#       output tok/s at concurrency 8, 32, 128 with 2,048-token prompts and 128 new tokens (C requests a repeat,
+#       3 repeats); TTFT of 512- and 2,048-token prompts (3 runs of one request each); the peak GPU memory
+#       of the whole run (nvidia-smi every 0.2 s). llama-server pinned: -ngl 99, -fa on, CUDA graphs (default),
+#       -np 128 slots, one unified KV cache of 128 x 2,304 tokens (-c 294912 --kv-unified). voltllm serve:
+#       --max-model-len 4096 --max-num-seqs 128 --gpu-memory-utilization 0.92.
+#   kld_main, kld_demo  agreement of the logits, on the call's checkpoint (n_ctx 2,048, 2 chunks) and on the
+#       demo model (assets/demo-model, converted here; n_ctx 512, 8 chunks), text: the held-out Brown texts
+#       (out/compare/heldout.txt). (1) llama-perplexity writes its own KL base file from the text
+#       (--kl-divergence-base L.kld: the tokens and llama.cpp's log-probabilities); (2) `voltllm logits` runs
+#       each chunk's ids; (3) compare.py kld-write writes voltllm's logits in the same file format (header and
+#       tokens copied, perplexity.cpp's 16-bit quantization) as V.kld; (4) llama-perplexity --kl-divergence
+#       against V.kld: KL(voltllm || llama.cpp), same-top-token rate, both perplexities, by llama.cpp's own
+#       code; (5) compare.py kld-check: KL(llama.cpp || voltllm) from L.kld and the same logits (the other
+#       direction, and a check of the file layout: the two runs' perplexities of each engine must agree);
+#       (6) demo only: transformers' perplexity on the same tokens and positions (bench/compare/tf_ppl.py).
+# Output ($OUT, 2 files): compare_b.jsonl, compare_b_logs.tar.gz. Dry-run switches as run_20b.sh's, and
+# VOLT_COMPARE_LOADS="C IN OUT REPS;..." (the throughput loads), VOLT_COMPARE_TTFT="512 2048".
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
-B=$(cd "${1:-out/bundle-cuda13}" && pwd)
+ROOT=$PWD
+B=$(cd "${1:-out/bundle-cuda13}" && pwd) || exit 1
 V=$B/voltllm
 OUT=${OUT:-/tmp/volt-compare-out}
 W=/tmp/volt-compare
-LB=/tmp/llama-build/build/bin
-M=$W/gpt-oss-20b-random
-G=$W/20b-f16.gguf
+DEV=${VOLT_COMPARE_DEVICE:-cuda}
+LB=${VOLT_LLAMA_BIN:-/tmp/llama-build/build/bin}
+PARTS=" ${VOLT_COMPARE_PARTS:-serve_llama serve_voltllm kld_main kld_demo} "
+DEADLINE=${VOLT_COMPARE_DEADLINE_S:-480}
 mkdir -p "$OUT" "$W/slogs"
-J=$OUT/serve_compare.jsonl
+J=$OUT/compare_b.jsonl
 : >"$J"
 emit() { echo "$1" | tee -a "$J"; }
-for f in "$LB/llama-server" "$G" "$M/config.json"; do
-  [ -e "$f" ] || { emit "{\"error\": \"$f missing: run bench/compare/run_20b.sh first on this (warm) machine\"}"; exit 2; }
+t0=$(date +%s)
+since() { echo $(($(date +%s) - t0)); }
+left() {  # seconds to the hard stop (VOLT_COMPARE_HARD_S), at least 10: every timeout is cut to it
+  local l=$((${VOLT_COMPARE_HARD_S:-560} - $(since)))
+  echo $((l < 10 ? 10 : l))
+}
+late() { [ "$(since)" -ge "$DEADLINE" ] && { emit "{\"skipped\": \"$1\", \"reason\": \"deadline ${DEADLINE} s\", \"at_s\": $(since)}"; return 0; }; return 1; }
+want() { [[ $PARTS == *" $1 "* ]]; }
+cpy() { python3 bench/compare/compare.py "$@"; }
+export CUDA_CACHE_PATH=$W/jit-cache
+M=$(cat "$W/model_dir" 2>/dev/null)
+G=$(cat "$W/gguf_path" 2>/dev/null)
+for f in "$LB/llama-server" "$LB/llama-perplexity" "$G" "$M/config.json"; do
+  [ -e "$f" ] || { emit "{\"error\": \"${f:-model} missing: run bench/compare/run_20b.sh first on this (warm) machine\"}"; exit 2; }
 done
-PORT=18431
 # shellcheck source=scripts/gpu/lib.sh
 . scripts/gpu/lib.sh
-volt_find_cublas serve_compare
+volt_find_cublas serve_20b
+LLAMA_SRC=$(cat "$W/llama.cpp/VOLT_SOURCE" 2>/dev/null)
+LVER="$LLAMA_SRC; $("$LB/llama-server" --version 2>&1 | grep -m1 '^version' | tr -d '"')"
+VVER="voltllm $(sed -n 's/^commit: //p' "$B/MANIFEST" 2>/dev/null | cut -c1-12) $(sed -n 's/^preset: //p' "$B/MANIFEST" 2>/dev/null) --device $DEV"
+PORT=18431
 
-# Peak GPU memory of the run, read from outside (nvidia-smi every 0.2 s) while $1 runs in the background.
-watch_mem() {
+watch_mem() {  # the peak GPU memory (MiB, the whole GPU) while $1 runs
   local peak=0 m
   while kill -0 "$1" 2>/dev/null; do
     m=$(nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits 2>/dev/null | head -1)
@@ -44,70 +69,142 @@ watch_mem() {
     sleep 0.2
   done
 }
-wait_ready() {  # wait_ready URL SECONDS
-  for _ in $(seq 1 "$(($2 * 2))"); do
-    curl -sf "$1" >/dev/null 2>&1 && return 0
-    python3 -c "import urllib.request,sys; urllib.request.urlopen(sys.argv[1], timeout=1)" "$1" >/dev/null 2>&1 && return 0
-    sleep 0.5
+wait_ready() {  # wait_ready PID URL SECONDS
+  local i
+  for i in $(seq 1 "$(($3 * 2))"); do
+    kill -0 "$1" 2>/dev/null || return 1
+    curl -sf "$2" >/dev/null 2>&1 && return 0
+    [ "$i" -gt 0 ] && sleep 0.5
   done
   return 1
 }
+# bench serve's random prompts draw ids below 199,998 (gpt-oss's ordinary ids); a model with a smaller
+# vocabulary (the demo model of the dry run) gets a dataset of the same shape with ids 10..99 instead.
+VOCAB=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['vocab_size'])" "$M/config.json")
+bench() {  # bench NAME C IN OUT N: one voltllm bench serve run; the result JSON is $W/slogs/NAME.json
+  local src=(--random-input-len "$3" --random-output-len "$4" --seed 0) i
+  if [ "$VOCAB" -lt 199998 ]; then
+    for i in $(seq 1 "$5"); do echo "{\"prompt\": [$(cpy ids "$3" "$i")], \"output_len\": $4}"; done >"$W/slogs/$1.dataset.jsonl"
+    src=(--dataset-path "$W/slogs/$1.dataset.jsonl")
+  fi
+  timeout "$(left)" "$V" --log-level warning bench serve --port "$PORT" --endpoint /v1/completions --num-prompts "$5" \
+    --max-concurrency "$2" "${src[@]}" --save-result --result-filename "$W/slogs/$1.json" >"$W/slogs/$1.log" 2>&1
+}
 
-# One engine: start it, run the loads, stop it.
 run_engine() {  # run_engine NAME START_COMMAND...
-  local name=$1
+  local name=$1 startcmd
   shift
+  startcmd="$*"
+  startcmd=${startcmd//$W\//}
+  late "serve $name" && return
   "$@" >"$W/slogs/$name.server.log" 2>&1 &
-  local pid=$!
+  local pid=$! ts
+  ts=$(date +%s)
   echo 0 >"$W/peak_mib"
   watch_mem "$pid" &
   local wpid=$!
-  if ! wait_ready "http://127.0.0.1:$PORT/v1/models" 180; then
-    emit "{\"engine\": \"$name\", \"error\": \"server did not come up in 180 s\", \"command\": \"$*\"}"
+  if ! wait_ready "$pid" "http://127.0.0.1:$PORT/v1/models" 240; then
+    emit "{\"engine\": \"$name\", \"error\": \"server did not come up in 240 s\", \"command\": \"$startcmd\"}"
     kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; kill "$wpid" 2>/dev/null
     tail -20 "$W/slogs/$name.server.log"
     return
   fi
-  local c in out n
-  local loads
-  IFS=';' read -r -a loads <<<"${VOLT_COMPARE_LOADS:-1 2048 128;8 2048 128;32 2048 128;128 2048 128;1 512 1;1 2048 1}"
+  emit "{\"step\": \"$name up\", \"startup_s\": $(($(date +%s) - ts)), \"at_s\": $(since)}"
+  bench "$name.warmup" 1 2048 8 1
+  local loads load c in out reps r files
+  IFS=';' read -r -a loads <<<"${VOLT_COMPARE_LOADS:-8 2048 128 3;32 2048 128 3;128 2048 128 3}"
   for load in "${loads[@]}"; do
-    read -r c in out <<<"$load"
-    n=$((2 * c))
-    [ "$c" = 1 ] && n=5
-    local res=$W/slogs/$name.c$c.in$in.out$out.json
-    timeout 240 "$V" --log-level warning bench serve --port "$PORT" --endpoint /v1/completions \
-      --num-prompts "$n" --max-concurrency "$c" --random-input-len "$in" --random-output-len "$out" --seed 0 \
-      --save-result --result-filename "$res" >"$W/slogs/$name.c$c.in$in.out$out.log" 2>&1
-    local rc=$?
-    emit "$(python3 - "$res" "$name" "$c" "$in" "$out" "$rc" "$(cat "$W/peak_mib")" <<'PY'
-import json, sys
-res, name, c, i, o, rc, peak = sys.argv[1:8]
-try:
-    r = json.load(open(res))
-except Exception as e:
-    print(json.dumps({"engine": name, "concurrency": int(c), "input_len": int(i), "output_len": int(o), "rc": int(rc), "error": str(e)})); sys.exit()
-print(json.dumps({"engine": name, "concurrency": int(c), "input_len": int(i), "output_len": int(o), "rc": int(rc),
-                  "completed": r.get("completed"), "output_tok_s": r.get("output_throughput"),
-                  "median_ttft_ms": r.get("median_ttft_ms"), "median_tpot_ms": r.get("median_tpot_ms"),
-                  "peak_gpu_mib_so_far": int(peak),
-                  "command": f"voltllm bench serve --max-concurrency {c} --num-prompts {2 * int(c) if c != '1' else 5} --random-input-len {i} --random-output-len {o}"}))
-PY
-)"
+    read -r c in out reps <<<"$load"
+    late "$name c$c" && break
+    files=()
+    for r in $(seq 1 "$reps"); do
+      bench "$name.c$c.r$r" "$c" "$in" "$out" "$c"
+      files+=("$W/slogs/$name.c$c.r$r.json")
+    done
+    cpy serve "${files[@]}" --engine "$name" --figure "serve_c${c}_out" --versions "$([ "$name" = voltllm ] && echo "$VVER" || echo "$LVER")" \
+      --command "voltllm bench serve --max-concurrency $c --num-prompts $c --random-input-len $in --random-output-len $out --seed 0 (x$reps) against: $startcmd" | tee -a "$J"
+  done
+  for in in ${VOLT_COMPARE_TTFT:-512 2048}; do
+    late "$name ttft $in" && break
+    files=()
+    for r in 1 2 3; do  # a process a request: no HTTP connection is reused (a stale keep-alive one failed once)
+      bench "$name.ttft$in.r$r" 1 "$in" 1 1
+      files+=("$W/slogs/$name.ttft$in.r$r.json")
+    done
+    cpy serve "${files[@]}" --engine "$name" --figure "ttft_$in" --field ttft \
+      --versions "$([ "$name" = voltllm ] && echo "$VVER" || echo "$LVER")" \
+      --command "voltllm bench serve --max-concurrency 1 --num-prompts 3 --random-input-len $in --random-output-len 1 (x3) against: $startcmd" | tee -a "$J"
   done
   kill "$pid" 2>/dev/null
   wait "$pid" 2>/dev/null
   kill "$wpid" 2>/dev/null
-  emit "{\"engine\": \"$name\", \"peak_gpu_mib\": $(cat "$W/peak_mib"), \"start_command\": \"$*\"}"
+  wait "$wpid" 2>/dev/null
+  emit "{\"figure\": \"gpu_mem_peak\", \"engine\": \"$name\", \"value\": $(cat "$W/peak_mib"), \"unit\": \"MiB\", \"repeats\": [$(cat "$W/peak_mib")], \"command\": \"nvidia-smi memory.used (whole GPU) every 0.2 s, the peak over start-up and every load above: $startcmd\", \"versions\": \"$([ "$name" = voltllm ] && echo "$VVER" || echo "$LVER")\"}"
   sleep 3  # the GPU memory is given back before the next engine starts
 }
 
-# Flash attention: "-fa on" where the flag takes a value (2025+ releases), the bare "-fa" before.
-fa=(-fa)
-"$LB/llama-server" --help 2>&1 | grep -E -- "-fa, --flash-attn" | grep -q "on" && fa=(-fa on)
-run_engine llama.cpp "$LB/llama-server" -m "$G" -ngl 99 "${fa[@]}" -np 128 -c 294912 --kv-unified \
-  --host 127.0.0.1 --port "$PORT"
-run_engine voltllm "$V" --log-level info serve --device "${VOLT_COMPARE_DEVICE:-cuda}" --model "$M" --host 127.0.0.1 --port "$PORT" \
-  --max-model-len 4096 --max-num-seqs 128 --gpu-memory-utilization 0.92
-"$LB/llama-server" --version >"$W/slogs/llama_version.txt" 2>&1
-tar -C "$W" -czf "$OUT/serve_compare_logs.tar.gz" slogs
+if want serve_llama; then
+  run_engine llama.cpp "$LB/llama-server" -m "$G" -ngl 99 -fa on -np 128 -c 294912 --kv-unified \
+    --host 127.0.0.1 --port "$PORT"
+fi
+if want serve_voltllm; then
+  run_engine voltllm "$V" --log-level info serve --device "$DEV" --model "$M" --host 127.0.0.1 --port "$PORT" \
+    --max-model-len 4096 --max-num-seqs 128 --gpu-memory-utilization 0.92
+fi
+
+# ---- agreement of the logits (see the header) ----
+kld() {  # kld NAME SAFETENSORS_DIR GGUF N_CTX N_CHUNKS TF(0|1)
+  local name=$1 m=$2 g=$3 n_ctx=$4 n_chunk=$5 tf=$6 k bos ngl=() npys=()
+  late "kld $name" && return
+  local K=$W/kld_$name
+  rm -rf "$K" && mkdir -p "$K"
+  [ "$DEV" = cuda ] && ngl=(-ngl 99 -fa on)
+  timeout "$(left)" "$LB/llama-perplexity" -m "$g" -f out/compare/heldout.txt -c "$n_ctx" -b "$n_ctx" --chunks "$n_chunk" \
+    "${ngl[@]}" --kl-divergence-base "$K/L.kld" >"$W/slogs/kld_$name.base.log" 2>&1
+  emit "{\"step\": \"kld_$name llama.cpp base\", \"rc\": $?, \"at_s\": $(since)}"
+  read -r add bos <<<"$(cpy gguf-bos "$g" "$W/llama.cpp/gguf-py" 2>/dev/null)"
+  [ "${add:-}" = 1 ] || bos=-
+  for k in $(seq 0 $((n_chunk - 1))); do
+    timeout "$(left)" "$V" --log-level warning logits --device "$DEV" --model "$m" --kv-cache-f16 \
+      --prompt-ids "$(cpy kld-tokens "$K/L.kld" "$k" "$bos")" --out "$K/v$k.npy" >>"$W/slogs/kld_$name.voltllm.log" 2>&1
+    npys+=("$K/v$k.npy")
+  done
+  cpy kld-write --model-logits "${npys[@]}" --tokens-from "$K/L.kld" --out "$K/V.kld" | tee -a "$W/slogs/kld_$name.write.log"
+  timeout "$(left)" "$LB/llama-perplexity" -m "$g" -c "$n_ctx" -b "$n_ctx" "${ngl[@]}" --kl-divergence-base "$K/V.kld" \
+    --kl-divergence >"$W/slogs/kld_$name.kl.log" 2>&1
+  emit "{\"step\": \"kld_$name llama.cpp vs voltllm\", \"rc\": $?, \"at_s\": $(since)}"
+  cpy kld-parse "$W/slogs/kld_$name.kl.log" --model "$name" --engine llama.cpp --base voltllm \
+    --command "llama-perplexity -m <gguf> -c $n_ctx -b $n_ctx ${ngl[*]} --kl-divergence-base V.kld --kl-divergence (V.kld: voltllm logits --kv-cache-f16 of the $n_chunk chunks of L.kld = llama-perplexity -f out/compare/heldout.txt -c $n_ctx --chunks $n_chunk --kl-divergence-base L.kld)" \
+    --versions "$LVER; $VVER" | tee -a "$J"
+  local chk
+  chk=$(cpy kld-check "$K/L.kld" "${npys[@]}")
+  emit "$(python3 -c "
+import json, sys
+c = json.loads(sys.argv[1]); n = sys.argv[2]
+for k, u in (('mean_kld', 'nats'), ('same_top', 'fraction'), ('ppl_model', 'ppl'), ('ppl_base', 'ppl')):
+    print(json.dumps({'figure': f'agree_{n}_reverse_{k}', 'engine': 'voltllm', 'value': c[k], 'unit': u, 'repeats': [c[k]],
+        'base': 'llama.cpp', 'count': c['count'], 'command': 'bench/compare/compare.py kld-check L.kld <voltllm logits> (KL(llama.cpp || voltllm), numpy, as perplexity.cpp)', 'versions': sys.argv[3]}))
+" "$chk" "$name" "$LVER; $VVER")"
+  if [ "$tf" = 1 ]; then
+    local tfo
+    tfo=$(timeout "$(left)" python3 bench/compare/tf_ppl.py "$m" "$K/L.kld" 2>"$W/slogs/kld_$name.tf.log" | tail -1)
+    emit "{\"figure\": \"agree_${name}_transformers_ppl\", \"engine\": \"transformers\", \"value\": $(echo "${tfo:-{\}}" | python3 -c 'import json,sys; print(json.dumps(json.load(sys.stdin).get("tf_ppl")))'), \"unit\": \"ppl\", \"detail\": ${tfo:-null}, \"command\": \"bench/compare/tf_ppl.py (fp32, eager, the same tokens and positions)\"}"
+  fi
+  rm -f "$K"/*.npy "$K"/*.kld
+}
+N_MAIN=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['num_hidden_layers'])" "$M/config.json")
+if want kld_main; then
+  if [ "$M" = "$ROOT/assets/demo-model" ]; then
+    kld demo "$M" "$G" 512 "${VOLT_KLD_DEMO_CHUNKS:-8}" 1
+  else
+    kld "20b" "$M" "$G" "${VOLT_KLD_CTX:-2048}" "${VOLT_KLD_CHUNKS:-2}" 0
+  fi
+fi
+if want kld_demo && [ "$M" != "$ROOT/assets/demo-model" ]; then
+  DG=$W/demo-f16.gguf
+  [ -s "$DG" ] || python3 bench/compare/convert.py "$W/llama.cpp" --pre-tokenizer gpt-4o -- assets/demo-model \
+    --outtype f16 --outfile "$DG" >"$W/slogs/convert_demo.log" 2>&1
+  kld demo "$ROOT/assets/demo-model" "$DG" 512 "${VOLT_KLD_DEMO_CHUNKS:-8}" 1
+fi
+emit "{\"step\": \"done\", \"at_s\": $(since), \"layers\": $N_MAIN}"
+tar -C "$W" -czf "$OUT/compare_b_logs.tar.gz" slogs
