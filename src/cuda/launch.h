@@ -117,6 +117,43 @@ void launch_gemm_dense(const uint16_t* a, const float* back, int64_t rows, const
 bool gemm_experts_eligible(const ops::ExpertsArgs& a, Operand operand);
 int64_t gemm_experts_scratch_bytes(int64_t rows, const ops::ExpertsArgs& a);
 void launch_gemm_experts(const ops::ExpertsArgs& a, int64_t rows, void* scratch, const Launch& ctx);
+// The scratch of the grouped expert paths (launch_gemm_experts, launch_experts_mma), in this order, each
+// part 256-byte aligned: a16 [rows, H] f16 operand rows, back [rows] f32, list [pairs] i32, tiles
+// [max_tiles] int4, num_tiles [1] (16 bytes), act [pairs, I] f16, y [pairs, H] f32.
+struct ExpertScratch {
+    uint16_t* a16;
+    float* back;
+    int32_t* list;
+    int4* tiles;
+    int32_t* num_tiles;
+    uint16_t* act;
+    float* y;
+};
+inline int64_t expert_scratch_bytes(int64_t rows, int64_t pairs, int64_t H, int64_t I, int64_t max_tiles) {
+    auto al = [](int64_t b) { return (b + 255) / 256 * 256; };
+    return al(rows * H * 2) + al(rows * 4) + al(pairs * 4) + al(max_tiles * 16) + al(16) + al(pairs * I * 2) +
+           al(pairs * H * 4);
+}
+inline ExpertScratch carve_expert_scratch(void* scratch, int64_t rows, int64_t pairs, int64_t H, int64_t I,
+                                          int64_t max_tiles) {
+    auto al = [](int64_t b) { return (b + 255) / 256 * 256; };
+    auto* base = static_cast<uint8_t*>(scratch);
+    ExpertScratch s{};
+    s.a16 = reinterpret_cast<uint16_t*>(base);
+    base += al(rows * H * 2);
+    s.back = reinterpret_cast<float*>(base);
+    base += al(rows * 4);
+    s.list = reinterpret_cast<int32_t*>(base);
+    base += al(pairs * 4);
+    s.tiles = reinterpret_cast<int4*>(base);
+    base += al(max_tiles * 16);
+    s.num_tiles = reinterpret_cast<int32_t*>(base);
+    base += al(16);
+    s.act = reinterpret_cast<uint16_t*>(base);
+    base += al(pairs * I * 2);
+    s.y = reinterpret_cast<float*>(base);
+    return s;
+}
 // Routing lists (kernels/gemm_mma.cu): the pairs [0, pairs) of ids (expert id per (token, rank)) grouped
 // by expert into list [pairs] (counting sort; the order inside an expert's list is whatever the atomics
 // give), cut into tiles (expert, start in list, count <= bm, 0) [<= ceil(pairs / bm) + E], *num_tiles

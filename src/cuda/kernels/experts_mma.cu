@@ -220,8 +220,6 @@ __global__ void __launch_bounds__(kPrepThreads)
     if (threadIdx.x == 0) back[r] = b;
 }
 
-int64_t al256(int64_t b) { return (b + 255) / 256 * 256; }
-
 // The persistent grid: at most what is resident at once (the occupancy API, once per kernel), never more
 // than the items of max_tiles tiles. The grid decides only which block computes an item.
 template <bool kSwiglu, int kWarps>
@@ -249,9 +247,9 @@ bool experts_mma_eligible(const ops::ExpertsArgs& a, Operand operand) {
 }
 
 int64_t experts_mma_scratch_bytes(int64_t rows, const ops::ExpertsArgs& a) {
-    const int64_t pairs = rows * a.top_k, H = a.down.out, I = a.down.in, E = a.gate_up.num_experts;
-    return al256(rows * H * 2) + al256(rows * 4) + al256(pairs * 4) + al256(max_tiles_of(pairs, E) * 16) +
-           al256(16) + al256(pairs * I * 2) + al256(pairs * H * 4);
+    const int64_t pairs = rows * a.top_k;
+    return expert_scratch_bytes(rows, pairs, a.down.out, a.down.in,
+                                max_tiles_of(pairs, a.gate_up.num_experts));
 }
 
 void launch_experts_mma(const ops::ExpertsArgs& a, void* scratch, const Launch& ctx) {
@@ -260,21 +258,12 @@ void launch_experts_mma(const ops::ExpertsArgs& a, void* scratch, const Launch& 
     VOLT_CHECK(experts_mma_eligible(a, ctx.operand)) << "experts_mma: shapes or formats it does not take";
     const int64_t k = a.top_k, pairs = rows * k, H = a.down.out, I = a.down.in, E = a.gate_up.num_experts;
     VOLT_CHECK(pairs < (int64_t{1} << 31));
-    auto* base = static_cast<uint8_t*>(scratch);
-    auto* a16 = reinterpret_cast<uint16_t*>(base);
-    base += al256(rows * H * 2);
-    auto* back = reinterpret_cast<float*>(base);
-    base += al256(rows * 4);
-    auto* list = reinterpret_cast<int32_t*>(base);
-    base += al256(pairs * 4);
     const int64_t max_tiles = max_tiles_of(pairs, E);
-    auto* tiles = reinterpret_cast<int4*>(base);
-    base += al256(max_tiles * 16);
-    auto* num_tiles = reinterpret_cast<int32_t*>(base);
-    base += al256(16);
-    auto* act = reinterpret_cast<uint16_t*>(base);
-    base += al256(pairs * I * 2);
-    auto* y = reinterpret_cast<float*>(base);
+    const ExpertScratch sc = carve_expert_scratch(scratch, rows, pairs, H, I, max_tiles);
+    uint16_t *a16 = sc.a16, *act = sc.act;
+    float *back = sc.back, *y = sc.y;
+    int32_t *list = sc.list, *num_tiles = sc.num_tiles;
+    int4* tiles = sc.tiles;
 
     VOLT_CHECK(E <= kMaxRoutedExperts && rows < 2147483647);
     experts_prepare_kernel<<<static_cast<unsigned>(rows + 1), kPrepThreads, 0, ctx.stream>>>(

@@ -579,10 +579,8 @@ bool gemm_experts_eligible(const ops::ExpertsArgs& a, Operand operand) {
 
 int64_t gemm_experts_scratch_bytes(int64_t rows, const ops::ExpertsArgs& a) {
     const int64_t pairs = rows * a.top_k, H = a.down.out, I = a.down.in, E = a.gate_up.num_experts;
-    auto al = [](int64_t b) { return (b + 255) / 256 * 256; };
     const int64_t tiles = (pairs + 32 - 1) / 32 + E;  // tiles of 32 pairs at most: the larger count
-    return al(rows * H * 2) + al(rows * 4) + al(pairs * 4) + al(tiles * 16) + al(16) + al(pairs * I * 2) +
-           al(pairs * H * 4);
+    return expert_scratch_bytes(rows, pairs, H, I, tiles);
 }
 
 void launch_gemm_experts(const ops::ExpertsArgs& a, int64_t rows, void* scratch, const Launch& ctx) {
@@ -590,25 +588,18 @@ void launch_gemm_experts(const ops::ExpertsArgs& a, int64_t rows, void* scratch,
     VOLT_CHECK(gemm_experts_eligible(a, ctx.operand)) << "gemm_experts: shapes or formats it does not take";
     const int64_t k = a.top_k, pairs = rows * k, H = a.down.out, I = a.down.in, E = a.gate_up.num_experts;
     VOLT_CHECK(pairs < (int64_t{1} << 31));
-    auto al = [](int64_t b) { return (b + 255) / 256 * 256; };
-    auto* base = static_cast<uint8_t*>(scratch);
-    auto* a16 = reinterpret_cast<uint16_t*>(base);
-    base += al(rows * H * 2);
-    auto* back = reinterpret_cast<float*>(base);
-    base += al(rows * 4);
-    auto* list = reinterpret_cast<int32_t*>(base);
-    base += al(pairs * 4);
     // Tiles of 32 pairs when experts average fewer than 48 pairs (most of a 64-row tile would be empty):
     // a choice by the batch that changes no bit (gemm_kernel).
     const int bm = pairs < 48 * E ? 32 : kBM;
     const int64_t max_tiles = (pairs + bm - 1) / bm + E;
-    auto* tiles = reinterpret_cast<int4*>(base);
-    base += al(max_tiles * 16);
-    auto* num_tiles = reinterpret_cast<int32_t*>(base);
-    base += al(16);
-    auto* act = reinterpret_cast<uint16_t*>(base);
-    base += al(pairs * I * 2);
-    auto* y = reinterpret_cast<float*>(base);
+    const ExpertScratch sc = carve_expert_scratch(scratch, rows, pairs, H, I, max_tiles);
+    uint16_t* a16 = sc.a16;
+    float* back = sc.back;
+    int32_t* list = sc.list;
+    int4* tiles = sc.tiles;
+    int32_t* num_tiles = sc.num_tiles;
+    uint16_t* act = sc.act;
+    float* y = sc.y;
 
     // A of gate_up: x rows in f16 (bf16-rounded first under --dtype bfloat16), staged, back x 2^14.
     rows_to_operand_kernel<<<static_cast<unsigned>(rows), kRowThreads, 0, ctx.stream>>>(
