@@ -46,7 +46,9 @@ struct ControlHeader {
 }  // namespace
 
 struct BackendExecutor::Process {
-    cpu::TcpCommunicator* comm = nullptr;  // owned by the rank (its tp or pp communicator)
+    // The world (every process): rank 0's control messages, the output rank's results, the connections'
+    // watch; the rank's tp and pp communicators are subgroups of it (RankGroup::create_process_rank).
+    std::unique_ptr<cpu::TcpCommunicator> comm;
     int rank = 0, world = 1, output = 0;
     bool shut = false;  // rank 0: the workers were told to end
     std::vector<uint8_t> bytes;
@@ -73,11 +75,11 @@ Result<std::unique_ptr<BackendExecutor>> BackendExecutor::create_process_rank(
     std::unique_ptr<cpu::TcpCommunicator> comm) {
     std::unique_ptr<BackendExecutor> ex(new BackendExecutor(weights, kv_format, 1));
     auto p = std::make_unique<Process>();
-    p->comm = comm.get();
     p->rank = rank;
     p->world = parallel.world_size();
     VOLT_ASSIGN_OR_RETURN(ex->group_, RankGroup::create_process_rank(std::move(weights), parallel, rank,
-                                                                     std::move(backend), std::move(comm)));
+                                                                     std::move(backend), *comm));
+    p->comm = std::move(comm);
     p->output = ex->group_->output_rank();
     ex->process_ = std::move(p);
     ex->states_.resize(1);
