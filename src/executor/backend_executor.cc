@@ -50,8 +50,8 @@ struct BackendExecutor::Process {
     // watch; the rank's tp and pp communicators are subgroups of it (RankGroup::create_process_rank).
     std::unique_ptr<cpu::TcpCommunicator> comm;
     int rank = 0, world = 1, output = 0;
-    bool shut = false;  // rank 0: the workers were told to end
-    std::vector<uint8_t> bytes;
+    bool shut = false;                         // rank 0: the workers were told to end
+    std::vector<uint8_t> bytes, output_bytes;  // rank 0: a step for the workers, for the output rank
     std::vector<uint8_t> result;
     WireStep step;             // workers: the step being run
     StepLimits limits;         // workers: what steps are checked against (set by init_cache)
@@ -123,13 +123,15 @@ Status BackendExecutor::lose(Status why) {
     return why;
 }
 
-Status BackendExecutor::send_control(uint32_t kind, const std::vector<uint8_t>& payload) {
+Status BackendExecutor::send_control(uint32_t kind, const std::vector<uint8_t>& payload,
+                                     const std::vector<uint8_t>* output_payload) {
     Process& p = *process_;
     p.comm->begin_step(step_count_);
-    const ControlHeader h{kind, 0, static_cast<int64_t>(payload.size())};
     for (int r = 1; r < p.world; ++r) {
+        const std::vector<uint8_t>& bytes = r == p.output && output_payload ? *output_payload : payload;
+        const ControlHeader h{kind, 0, static_cast<int64_t>(bytes.size())};
         VOLT_RETURN_IF_ERROR(p.comm->send(&h, sizeof h, r));
-        if (h.bytes > 0) VOLT_RETURN_IF_ERROR(p.comm->send(payload.data(), h.bytes, r));
+        if (h.bytes > 0) VOLT_RETURN_IF_ERROR(p.comm->send(bytes.data(), h.bytes, r));
     }
     return Status::ok();
 }
@@ -190,7 +192,7 @@ Status BackendExecutor::run_worker(const std::atomic<bool>* stop) {
             s = check_cache_config(c);
             if (s.is_ok()) s = init_cache(c);
             if (s.is_ok()) {
-                p.limits = {c, weights_->config.vocab_size};
+                p.limits = {c, weights_->config.vocab_size, p.rank == p.output};
                 p.cache_ready = true;
             }
         } else if (h.kind == kStep) {
@@ -585,12 +587,21 @@ Status BackendExecutor::run_rank(int i, const StepBatch& b, const model::HostSte
 Status BackendExecutor::run(const StepBatch& b, StepResult* result) {
     VOLT_CHECK(!states_[0].cache.layers().empty()) << "init_cache before the first step";
     if (process_ && process_->rank == 0) {
-        process_->bytes.clear();
-        encode_step(b, &process_->bytes);
-        if (Status s = send_control(kStep, process_->bytes); !s.is_ok()) return lose(s);
+        // Only the output rank samples: the others get the step without its sampling fields.
+        Process& p = *process_;
+        p.bytes.clear();
+        encode_step(b, &p.bytes, false);
+        if (p.output != 0) {
+            p.output_bytes.clear();
+            encode_step(b, &p.output_bytes, true);
+        }
+        if (Status s = send_control(kStep, p.bytes, p.output != 0 ? &p.output_bytes : nullptr); !s.is_ok())
+            return lose(s);
     }
     builder_.apply_table_updates(b);
-    const model::HostStep& step = builder_.build(b);
+    // A worker's step carries its sequences' prompt lengths (and no prompts unless it samples).
+    const model::HostStep& step =
+        builder_.build(b, process_ && process_->rank != 0 ? &process_->step.prompt_lens : nullptr);
     const auto R = static_cast<int64_t>(b.logits_rows.size());
     tokens_.resize(R);
     logprobs_.resize(R);

@@ -174,7 +174,9 @@ class BackendExecutor : public SyncExecutor {
     // Process ranks: the control messages from rank 0 to the workers, and the failure path (the
     // connections shut, `why` returned).
     struct Process;
-    Status send_control(uint32_t kind, const std::vector<uint8_t>& payload);
+    // `payload` to every worker, `output_payload` instead (when given) to the output rank.
+    Status send_control(uint32_t kind, const std::vector<uint8_t>& payload,
+                        const std::vector<uint8_t>* output_payload = nullptr);
     Status exchange_result(int64_t rows);
     Status lose(Status why);
     // The batch's copy-on-write block copies on rank i.
