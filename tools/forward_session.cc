@@ -39,8 +39,8 @@ ForwardSession open_process_rank(ForwardSession s, const executor::DeviceOptions
     if (const char* secret = std::getenv("VOLT_GROUP_SECRET")) o.secret = secret;
     auto comm = cpu::tcp_connect(o);
     if (!comm.is_ok()) fail(comm.status());
-    auto ranks = executor::RankGroup::create_process_rank(s.host, p, launch.rank, std::move(*backend),
-                                                          std::move(*comm));
+    auto ranks =
+        executor::RankGroup::create_process_rank(s.host, p, launch.rank, std::move(*backend), **comm);
     if (!ranks.is_ok()) fail(ranks.status());
     s.ranks = std::move(*ranks);
     s.process_rank = launch.rank;

@@ -41,8 +41,8 @@ struct ForwardSession {
 // parallel: --tensor-parallel-size / --pipeline-parallel-size (refused with the reason when the model
 // cannot be split so). With WORLD_SIZE > 1 in the environment (torchrun's variables, every process
 // started with the same command line) this process is rank RANK of WORLD_SIZE = tp x pp processes, rank 0
-// listening on MASTER_ADDR:MASTER_PORT; executor::process_launch's refusals (tp and pp both > 1 across
-// processes, a GPU device) end it with the message.
+// listening on MASTER_ADDR:MASTER_PORT; executor::process_launch's refusals (a GPU device across
+// processes) end it with the message.
 // offload_experts: --cpu-offload-experts (model/offload.h; whole model only, else refused).
 ForwardSession open_forward_or_exit(const std::string& model_dir, const executor::DeviceOptions& device,
                                     const model::ParallelConfig& parallel = {},

@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -126,13 +127,29 @@ struct Header {
     int64_t bytes;
 };
 
+// The world's connections (fds[r] to world rank r, -1 for this rank) and its failure (sticky), shared
+// by the world communicator and its subgroups: a failure in any of them fails them all.
+struct Mesh {
+    int rank = 0, size = 1;
+    std::vector<int> fds;
+    mutable std::mutex mu;  // failed: abort and check_peers may come from another thread
+    Status failed;
+    ~Mesh() {
+        for (int fd : fds)
+            if (fd >= 0) close(fd);
+    }
+};
+
+// The ranks `members` of the world (ascending, world ranks; this rank among them), communicator rank i
+// = members[i]. Messages name world ranks.
 class TcpGroupCommunicator : public TcpCommunicator {
   public:
-    TcpGroupCommunicator(int rank, int size, ops::CommunicatorOptions o, std::vector<int> fds)
-        : rank_(rank), size_(size), options_(o), fds_(std::move(fds)) {}
-    ~TcpGroupCommunicator() override {
-        for (int fd : fds_)
-            if (fd >= 0) close(fd);
+    TcpGroupCommunicator(std::shared_ptr<Mesh> mesh, std::vector<int> members, ops::CommunicatorOptions o)
+        : mesh_(std::move(mesh)), members_(std::move(members)), options_(o) {
+        const auto it = std::find(members_.begin(), members_.end(), mesh_->rank);
+        VOLT_CHECK(it != members_.end()) << "rank " << mesh_->rank << " outside its group";
+        rank_ = static_cast<int>(it - members_.begin());
+        size_ = static_cast<int>(members_.size());
     }
     const char* name() const override { return "tcp"; }
     int rank() const override { return rank_; }
@@ -195,18 +212,18 @@ class TcpGroupCommunicator : public TcpCommunicator {
         for (;;) {
             if (stop != nullptr && stop->load())
                 return failed_precondition("stopped: asked to leave the group");
-            pollfd p{fds_[peer], POLLIN, 0};
+            pollfd p{fd(peer), POLLIN, 0};
             const int r = poll(&p, 1, 100);
             if (r < 0 && errno != EINTR) return fail(sys_error("poll"));
             if (r <= 0) continue;
             uint8_t byte = 0;
-            const ssize_t n = ::recv(fds_[peer], &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+            const ssize_t n = ::recv(fd(peer), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
             if (n > 0) return Status::ok();
             if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
             return fail(
-                Status(StatusCode::kUnavailable, "rank " + std::to_string(peer) +
+                Status(StatusCode::kUnavailable, "rank " + world(peer) +
                                                      " closed its connection (failed or exited) while rank " +
-                                                     std::to_string(rank_) + " waited for its next message"));
+                                                     world(rank_) + " waited for its next message"));
         }
     }
 
@@ -214,43 +231,54 @@ class TcpGroupCommunicator : public TcpCommunicator {
         VOLT_RETURN_IF_ERROR(failed());
         for (int r = 0; r < size_; ++r) {
             if (r == rank_) continue;
-            pollfd p{fds_[r], POLLRDHUP, 0};
+            pollfd p{fd(r), POLLRDHUP, 0};
             if (poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0)
                 return Status(StatusCode::kUnavailable,
-                              "rank " + std::to_string(r) + " closed its connection (failed or exited)");
+                              "rank " + world(r) + " closed its connection (failed or exited)");
         }
         return Status::ok();
     }
 
     void abort(const Status& why) override {
         (void)fail(why);
-        for (int fd : fds_)
+        for (int fd : mesh_->fds)
             if (fd >= 0) shutdown(fd, SHUT_RDWR);
     }
 
+    std::unique_ptr<TcpCommunicator> subgroup(const std::vector<int>& ranks) const override {
+        std::vector<int> members;
+        for (const int r : ranks) {
+            VOLT_CHECK(r >= 0 && r < size_ && (members.empty() || members_[r] > members.back()))
+                << "subgroup ranks ascending within 0.." << size_ - 1;
+            members.push_back(members_[r]);
+        }
+        return std::make_unique<TcpGroupCommunicator>(mesh_, std::move(members), options_);
+    }
+
   private:
+    int fd(int peer) const { return mesh_->fds[members_[peer]]; }
+    std::string world(int r) const { return std::to_string(members_[r]); }
     Status failed() const {
-        std::lock_guard<std::mutex> lock(mu_);
-        return failed_;
+        std::lock_guard<std::mutex> lock(mesh_->mu);
+        return mesh_->failed;
     }
     Status fail(Status s) {
-        std::lock_guard<std::mutex> lock(mu_);
-        if (failed_.is_ok()) {
-            failed_ = s;
-            spdlog::error("communicator (tcp, rank {} of {}): {}", rank_, size_, s.message());
+        std::lock_guard<std::mutex> lock(mesh_->mu);
+        if (mesh_->failed.is_ok()) {
+            mesh_->failed = s;
+            spdlog::error("communicator (tcp, rank {} of {}): {}", mesh_->rank, mesh_->size, s.message());
         }
-        return failed_;
+        return mesh_->failed;
     }
     Status io_failure(int code, int peer, const ops::CollectiveTag& tag) {
         if (code == 1)
-            return fail(Status(StatusCode::kUnavailable,
-                               "collective watchdog: rank " + std::to_string(rank_) + " waited " +
-                                   seconds_text(options_.timeout_s) + " s for rank " + std::to_string(peer) +
-                                   " in " + ops::describe(tag)));
-        return fail(Status(StatusCode::kUnavailable, "rank " + std::to_string(peer) +
+            return fail(Status(StatusCode::kUnavailable, "collective watchdog: rank " + world(rank_) +
+                                                             " waited " + seconds_text(options_.timeout_s) +
+                                                             " s for rank " + world(peer) + " in " +
+                                                             ops::describe(tag)));
+        return fail(Status(StatusCode::kUnavailable, "rank " + world(peer) +
                                                          " closed its connection (failed or exited) during " +
-                                                         ops::describe(tag) + " of rank " +
-                                                         std::to_string(rank_)));
+                                                         ops::describe(tag) + " of rank " + world(rank_)));
     }
     Clock::time_point deadline() const {
         return Clock::now() +
@@ -259,32 +287,43 @@ class TcpGroupCommunicator : public TcpCommunicator {
     Status put(int peer, const ops::CollectiveTag& tag, const void* data, int64_t bytes) {
         Header h{static_cast<uint8_t>(tag.kind), {}, tag.step, tag.seq, tag.bytes};  // payload: `bytes`
         const auto dl = deadline();
-        int rc = write_all(fds_[peer], &h, sizeof h, dl);
-        if (rc == 0 && bytes > 0) rc = write_all(fds_[peer], data, bytes, dl);
+        int rc = write_all(fd(peer), &h, sizeof h, dl);
+        if (rc == 0 && bytes > 0) rc = write_all(fd(peer), data, bytes, dl);
         return rc == 0 ? Status::ok() : io_failure(rc, peer, tag);
     }
     Status get(int peer, const ops::CollectiveTag& want, void* data, int64_t bytes) {
         Header h{};
         const auto dl = deadline();
-        int rc = read_all(fds_[peer], &h, sizeof h, dl);
+        int rc = read_all(fd(peer), &h, sizeof h, dl);
         if (rc != 0) return io_failure(rc, peer, want);
         const ops::CollectiveTag got{static_cast<ops::CollectiveKind>(h.kind), h.step, h.seq, h.bytes};
         if (got != want)
-            return fail(internal_error("collective order differs across ranks: rank " +
-                                       std::to_string(rank_) + " issued " + ops::describe(want) + ", rank " +
-                                       std::to_string(peer) + " issued " + ops::describe(got)));
-        if (bytes > 0) rc = read_all(fds_[peer], data, bytes, dl);
+            return fail(internal_error("collective order differs across ranks: rank " + world(rank_) +
+                                       " issued " + ops::describe(want) + ", rank " + world(peer) +
+                                       " issued " + ops::describe(got)));
+        if (bytes > 0) rc = read_all(fd(peer), data, bytes, dl);
         return rc == 0 ? Status::ok() : io_failure(rc, peer, want);
     }
 
-    const int rank_, size_;
+    const std::shared_ptr<Mesh> mesh_;
+    const std::vector<int> members_;
+    int rank_ = 0, size_ = 1;
     const ops::CommunicatorOptions options_;
-    std::vector<int> fds_;  // [size], -1 for this rank
     TagCounter tags_;
-    mutable std::mutex mu_;  // failed_: abort and check_peers may come from another thread
-    Status failed_;
     std::vector<float> tmp_;
 };
+
+// The world communicator of a finished rendezvous (fds: [size], -1 for this rank).
+std::unique_ptr<TcpCommunicator> world_communicator(int rank, int size, const ops::CommunicatorOptions& o,
+                                                    std::vector<int> fds) {
+    auto mesh = std::make_shared<Mesh>();
+    mesh->rank = rank;
+    mesh->size = size;
+    mesh->fds = std::move(fds);
+    std::vector<int> all(size);
+    for (int r = 0; r < size; ++r) all[r] = r;
+    return std::make_unique<TcpGroupCommunicator>(std::move(mesh), std::move(all), o);
+}
 
 }  // namespace
 
@@ -439,9 +478,7 @@ Result<std::unique_ptr<TcpCommunicator>> tcp_connect(const TcpOptions& o) {
                                              std::chrono::duration<double>(o.comm.timeout_s));
     OpenSockets open(o.size);
     std::vector<int>& fds = open.fds;
-    if (o.size == 1)
-        return std::unique_ptr<TcpCommunicator>(
-            std::make_unique<TcpGroupCommunicator>(0, 1, o.comm, open.release()));
+    if (o.size == 1) return world_communicator(0, 1, o.comm, open.release());
     auto watchdog = [&](const std::string& what) {
         return Status(StatusCode::kUnavailable, "collective watchdog: rank " + std::to_string(o.rank) +
                                                     " waited " + seconds_text(o.comm.timeout_s) +
@@ -513,8 +550,7 @@ Result<std::unique_ptr<TcpCommunicator>> tcp_connect(const TcpOptions& o) {
             if (!fd.is_ok()) return watchdog("the ranks above " + std::to_string(o.rank) + " to connect");
         }
     }
-    return std::unique_ptr<TcpCommunicator>(
-        std::make_unique<TcpGroupCommunicator>(o.rank, o.size, o.comm, open.release()));
+    return world_communicator(o.rank, o.size, o.comm, open.release());
 }
 
 }  // namespace volt::cpu

@@ -4,14 +4,16 @@
 // in rank order (r0 + r1 + ...) and sends the sum back, so results are bitwise equal on every rank and to
 // the thread communicator's. Every message carries its collective's tag (the order check); the watchdog
 // bounds every wait (CommunicatorOptions::timeout_s), and a peer that closes its connection fails the
-// collective at once. The multi-process test of CI: tests/unit/cpu/communicator_test.cc; the engine across
-// processes (the step channel on the same connections): tests/unit/executor/multiprocess_generate.sh.
+// collective at once; subgroup() splits the world into groups over the same connections. The multi-process
+// test of CI: tests/unit/cpu/communicator_test.cc; the engine across processes (the step channel on the same
+// connections): tests/unit/executor/multiprocess_generate.sh.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "ops/communicator.h"
 
@@ -75,6 +77,14 @@ class TcpCommunicator : public ops::Communicator {
     // so that each peer's next read or wait fails at once ("rank r closed its connection") instead of
     // waiting for its watchdog. Thread-safe against check_peers; not against a collective in progress.
     virtual void abort(const Status& why) = 0;
+    // The communicator of `ranks` (ranks of this communicator, ascending, this rank among them) over the
+    // same connections: its own collective tags (every member issues the same collectives on it), the
+    // failure shared with this communicator and every other subgroup (a failure in one fails them all;
+    // abort shuts every connection). Messages name the world's ranks. The engine across
+    // processes splits the world into a tensor-parallel group per stage and a pipeline group per tp lane
+    // (executor::RankGroup::create_process_rank); one connection then carries several groups' messages,
+    // in the same program order on both ends.
+    virtual std::unique_ptr<TcpCommunicator> subgroup(const std::vector<int>& ranks) const = 0;
 };
 
 // Joins the group: blocks until every rank has connected (or the watchdog's timeout passes: kUnavailable

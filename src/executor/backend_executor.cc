@@ -46,10 +46,12 @@ struct ControlHeader {
 }  // namespace
 
 struct BackendExecutor::Process {
-    cpu::TcpCommunicator* comm = nullptr;  // owned by the rank (its tp or pp communicator)
+    // The world (every process): rank 0's control messages, the output rank's results, the connections'
+    // watch; the rank's tp and pp communicators are subgroups of it (RankGroup::create_process_rank).
+    std::unique_ptr<cpu::TcpCommunicator> comm;
     int rank = 0, world = 1, output = 0;
-    bool shut = false;  // rank 0: the workers were told to end
-    std::vector<uint8_t> bytes;
+    bool shut = false;                         // rank 0: the workers were told to end
+    std::vector<uint8_t> bytes, output_bytes;  // rank 0: a step for the workers, for the output rank
     std::vector<uint8_t> result;
     WireStep step;             // workers: the step being run
     StepLimits limits;         // workers: what steps are checked against (set by init_cache)
@@ -73,11 +75,11 @@ Result<std::unique_ptr<BackendExecutor>> BackendExecutor::create_process_rank(
     std::unique_ptr<cpu::TcpCommunicator> comm) {
     std::unique_ptr<BackendExecutor> ex(new BackendExecutor(weights, kv_format, 1));
     auto p = std::make_unique<Process>();
-    p->comm = comm.get();
     p->rank = rank;
     p->world = parallel.world_size();
     VOLT_ASSIGN_OR_RETURN(ex->group_, RankGroup::create_process_rank(std::move(weights), parallel, rank,
-                                                                     std::move(backend), std::move(comm)));
+                                                                     std::move(backend), *comm));
+    p->comm = std::move(comm);
     p->output = ex->group_->output_rank();
     ex->process_ = std::move(p);
     ex->states_.resize(1);
@@ -121,13 +123,15 @@ Status BackendExecutor::lose(Status why) {
     return why;
 }
 
-Status BackendExecutor::send_control(uint32_t kind, const std::vector<uint8_t>& payload) {
+Status BackendExecutor::send_control(uint32_t kind, const std::vector<uint8_t>& payload,
+                                     const std::vector<uint8_t>* output_payload) {
     Process& p = *process_;
     p.comm->begin_step(step_count_);
-    const ControlHeader h{kind, 0, static_cast<int64_t>(payload.size())};
     for (int r = 1; r < p.world; ++r) {
+        const std::vector<uint8_t>& bytes = r == p.output && output_payload ? *output_payload : payload;
+        const ControlHeader h{kind, 0, static_cast<int64_t>(bytes.size())};
         VOLT_RETURN_IF_ERROR(p.comm->send(&h, sizeof h, r));
-        if (h.bytes > 0) VOLT_RETURN_IF_ERROR(p.comm->send(payload.data(), h.bytes, r));
+        if (h.bytes > 0) VOLT_RETURN_IF_ERROR(p.comm->send(bytes.data(), h.bytes, r));
     }
     return Status::ok();
 }
@@ -188,7 +192,7 @@ Status BackendExecutor::run_worker(const std::atomic<bool>* stop) {
             s = check_cache_config(c);
             if (s.is_ok()) s = init_cache(c);
             if (s.is_ok()) {
-                p.limits = {c, weights_->config.vocab_size};
+                p.limits = {c, weights_->config.vocab_size, p.rank == p.output};
                 p.cache_ready = true;
             }
         } else if (h.kind == kStep) {
@@ -583,12 +587,21 @@ Status BackendExecutor::run_rank(int i, const StepBatch& b, const model::HostSte
 Status BackendExecutor::run(const StepBatch& b, StepResult* result) {
     VOLT_CHECK(!states_[0].cache.layers().empty()) << "init_cache before the first step";
     if (process_ && process_->rank == 0) {
-        process_->bytes.clear();
-        encode_step(b, &process_->bytes);
-        if (Status s = send_control(kStep, process_->bytes); !s.is_ok()) return lose(s);
+        // Only the output rank samples: the others get the step without its sampling fields.
+        Process& p = *process_;
+        p.bytes.clear();
+        encode_step(b, &p.bytes, false);
+        if (p.output != 0) {
+            p.output_bytes.clear();
+            encode_step(b, &p.output_bytes, true);
+        }
+        if (Status s = send_control(kStep, p.bytes, p.output != 0 ? &p.output_bytes : nullptr); !s.is_ok())
+            return lose(s);
     }
     builder_.apply_table_updates(b);
-    const model::HostStep& step = builder_.build(b);
+    // A worker's step carries its sequences' prompt lengths (and no prompts unless it samples).
+    const model::HostStep& step =
+        builder_.build(b, process_ && process_->rank != 0 ? &process_->step.prompt_lens : nullptr);
     const auto R = static_cast<int64_t>(b.logits_rows.size());
     tokens_.resize(R);
     logprobs_.resize(R);

@@ -56,10 +56,11 @@ class BackendExecutor : public SyncExecutor {
         const ops::CommunicatorOptions& comm_options = {},
         const CommFactory& make_comms = thread_communicators);
 
-    // Rank `rank` of `parallel` (world size > 1; tp and pp not both > 1) in this process, on `backend`,
-    // joined to the other processes by `comm` (cpu::tcp_connect, every process of the world). At rank 0
-    // the result is the engine's executor (it drives the others: see the file comment); at any other rank
-    // call run_worker. Errors: check_parallel's refusal, placement's.
+    // Rank `rank` of `parallel` (world size > 1) in this process, on `backend`, joined to the other
+    // processes by `comm` (cpu::tcp_connect, every process of the world; the rank's tp and pp groups are
+    // subgroups of it, RankGroup::create_process_rank). At rank 0 the result is the engine's executor (it
+    // drives the others: see the file comment); at any other rank call run_worker. Errors:
+    // check_parallel's refusal, placement's.
     static Result<std::unique_ptr<BackendExecutor>> create_process_rank(
         std::shared_ptr<const model::ModelWeights> weights, const model::ParallelConfig& parallel, int rank,
         std::unique_ptr<ops::Backend> backend, ops::Format kv_format,
@@ -173,7 +174,9 @@ class BackendExecutor : public SyncExecutor {
     // Process ranks: the control messages from rank 0 to the workers, and the failure path (the
     // connections shut, `why` returned).
     struct Process;
-    Status send_control(uint32_t kind, const std::vector<uint8_t>& payload);
+    // `payload` to every worker, `output_payload` instead (when given) to the output rank.
+    Status send_control(uint32_t kind, const std::vector<uint8_t>& payload,
+                        const std::vector<uint8_t>* output_payload = nullptr);
     Status exchange_result(int64_t rows);
     Status lose(Status why);
     // The batch's copy-on-write block copies on rank i.

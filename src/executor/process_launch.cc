@@ -73,10 +73,6 @@ Result<ProcessLaunch> process_launch(const LaunchFlags& flags, const model::Para
             ", one rank each) but --tensor-parallel-size " + std::to_string(parallel.tensor_parallel_size) +
             " x --pipeline-parallel-size " + std::to_string(parallel.pipeline_parallel_size) + " = " +
             std::to_string(parallel.world_size()) + " ranks");
-    if (parallel.tensor_parallel_size > 1 && parallel.pipeline_parallel_size > 1)
-        return unimplemented(
-            "tensor and pipeline parallelism together across processes (one process per rank): use one of "
-            "them, or one process with threads");
     if (device != "cpu")
         return unimplemented(
             "--device " + device +

@@ -38,9 +38,9 @@ using EnvFn = std::function<const char*(const char*)>;
 // --nnodes > 1 nor WORLD_SIZE > 1 is given. The flags win over the environment. Errors
 // (kInvalidArgument naming the variable or flag): a missing RANK / NODE_RANK / master address or port,
 // a rank outside [0, world), WORLD_SIZE and --nnodes disagreeing, a world size other than
-// tensor-parallel-size x pipeline-parallel-size; kUnimplemented: tensor and pipeline parallelism both
-// > 1 across processes, --device other than cpu across processes (the TCP communicator moves host
-// memory; GPU ranks in processes need NCCL's id exchanged over this rendezvous, not built).
+// tensor-parallel-size x pipeline-parallel-size; kUnimplemented: --device other than cpu across processes
+// (the TCP communicator moves host memory; GPU ranks in processes need NCCL's id exchanged over this
+// rendezvous, not built).
 Result<ProcessLaunch> process_launch(const LaunchFlags& flags, const model::ParallelConfig& parallel,
                                      const std::string& device, const EnvFn& env = nullptr);
 

@@ -8,6 +8,7 @@
 #include "core/check.h"
 #include "core/logging.h"
 #include "cpu/host_experts.h"
+#include "cpu/tcp_communicator.h"
 #include "cpu/thread_communicator.h"
 
 namespace volt::executor {
@@ -42,6 +43,57 @@ Result<CommSet> thread_communicators(const model::ParallelConfig& p,
     return set;
 }
 
+namespace {
+// Rank i of `p` on `backend`: its shard placed, its Forward wired to its communicators (none at world
+// size 1). What RankGroup::create does for every rank and create_process_rank for its one.
+Result<std::unique_ptr<Rank>> make_rank(const std::shared_ptr<const model::ModelWeights>& weights,
+                                        const model::ParallelConfig& p, int i,
+                                        std::unique_ptr<ops::Backend> backend,
+                                        std::unique_ptr<ops::Communicator> tp_comm,
+                                        std::unique_ptr<ops::Communicator> pp_comm,
+                                        const std::vector<bool>& experts_on_host) {
+    auto r = std::make_unique<Rank>();
+    r->index = i;
+    r->tp_rank = i % p.tensor_parallel_size;
+    r->pp_rank = i / p.tensor_parallel_size;
+    r->backend = std::move(backend);
+    r->backend->bind_thread();  // placement below allocates on the rank's device
+    if (p.world_size() == 1) {
+        r->shard = weights;
+    } else {
+        VOLT_ASSIGN_OR_RETURN(r->shard, model::shard_weights(weights, p, r->tp_rank, r->pp_rank));
+    }
+    VOLT_ASSIGN_OR_RETURN(auto placed, model::place_model(r->shard, *r->backend, experts_on_host));
+    r->forward = std::make_unique<model::Forward>(std::move(placed), *r->backend);
+    if (std::find(experts_on_host.begin(), experts_on_host.end(), true) != experts_on_host.end()) {
+        r->host_experts = std::make_unique<cpu::HostExpertsRunner>();
+        r->forward->set_host_experts(r->host_experts.get());
+    }
+    if (p.world_size() > 1) {
+        r->tp_comm = std::move(tp_comm);
+        r->pp_comm = std::move(pp_comm);
+        VOLT_RETURN_IF_ERROR(r->tp_comm->attach(*r->backend));
+        VOLT_RETURN_IF_ERROR(r->pp_comm->attach(*r->backend));
+        r->forward->set_comm({r->tp_comm.get(), r->pp_comm.get()});
+    }
+    return r;
+}
+}  // namespace
+
+std::vector<int> tp_group_ranks(const model::ParallelConfig& p, int i) {
+    const int tp = p.tensor_parallel_size;
+    std::vector<int> ranks;
+    for (int t = 0; t < tp; ++t) ranks.push_back(i / tp * tp + t);
+    return ranks;
+}
+
+std::vector<int> pp_group_ranks(const model::ParallelConfig& p, int i) {
+    const int tp = p.tensor_parallel_size;
+    std::vector<int> ranks;
+    for (int s = 0; s < p.pipeline_parallel_size; ++s) ranks.push_back(s * tp + i % tp);
+    return ranks;
+}
+
 Result<std::unique_ptr<RankGroup>> RankGroup::create(std::shared_ptr<const model::ModelWeights> weights,
                                                      const model::ParallelConfig& p,
                                                      const BackendFactory& make_backend,
@@ -60,30 +112,14 @@ Result<std::unique_ptr<RankGroup>> RankGroup::create(std::shared_ptr<const model
             << "a communicator per rank";
     }
     for (int i = 0; i < p.world_size(); ++i) {
-        auto r = std::make_unique<Rank>();
-        r->index = i;
-        r->tp_rank = i % tp;
-        r->pp_rank = i / tp;
-        VOLT_ASSIGN_OR_RETURN(r->backend, make_backend(i));
-        r->backend->bind_thread();  // placement below allocates on the rank's device
-        if (p.world_size() == 1) {
-            r->shard = weights;
-        } else {
-            VOLT_ASSIGN_OR_RETURN(r->shard, model::shard_weights(weights, p, r->tp_rank, r->pp_rank));
-        }
-        VOLT_ASSIGN_OR_RETURN(auto placed, model::place_model(r->shard, *r->backend, experts_on_host));
-        r->forward = std::make_unique<model::Forward>(std::move(placed), *r->backend);
-        if (std::find(experts_on_host.begin(), experts_on_host.end(), true) != experts_on_host.end()) {
-            r->host_experts = std::make_unique<cpu::HostExpertsRunner>();
-            r->forward->set_host_experts(r->host_experts.get());
-        }
+        VOLT_ASSIGN_OR_RETURN(auto backend, make_backend(i));
+        std::unique_ptr<ops::Communicator> tp_comm, pp_comm;
         if (p.world_size() > 1) {
-            r->tp_comm = std::move(comms.tp[i]);
-            r->pp_comm = std::move(comms.pp[i]);
-            VOLT_RETURN_IF_ERROR(r->tp_comm->attach(*r->backend));
-            VOLT_RETURN_IF_ERROR(r->pp_comm->attach(*r->backend));
-            r->forward->set_comm({r->tp_comm.get(), r->pp_comm.get()});
+            tp_comm = std::move(comms.tp[i]);
+            pp_comm = std::move(comms.pp[i]);
         }
+        VOLT_ASSIGN_OR_RETURN(auto r, make_rank(weights, p, i, std::move(backend), std::move(tp_comm),
+                                                std::move(pp_comm), experts_on_host));
         g->ranks_.push_back(std::move(r));
     }
     g->fail_all_ = comms.fail_all;
@@ -120,35 +156,21 @@ Result<std::unique_ptr<RankGroup>> RankGroup::create(std::shared_ptr<const model
 
 Result<std::unique_ptr<RankGroup>> RankGroup::create_process_rank(
     std::shared_ptr<const model::ModelWeights> weights, const model::ParallelConfig& p, int rank,
-    std::unique_ptr<ops::Backend> backend, std::unique_ptr<ops::Communicator> comm) {
+    std::unique_ptr<ops::Backend> backend, cpu::TcpCommunicator& world) {
     VOLT_RETURN_IF_ERROR(model::check_parallel(weights->config, p));
-    const int tp = p.tensor_parallel_size, pp = p.pipeline_parallel_size;
-    VOLT_CHECK(p.world_size() > 1 && (tp == 1 || pp == 1)) << "a process rank of " << tp << " x " << pp;
-    VOLT_CHECK(rank >= 0 && rank < p.world_size() && comm && comm->size() == p.world_size() &&
-               comm->rank() == rank)
+    VOLT_CHECK(p.world_size() > 1 && rank >= 0 && rank < p.world_size() && world.size() == p.world_size() &&
+               world.rank() == rank)
         << "process rank " << rank << " of " << p.world_size();
     std::unique_ptr<RankGroup> g(new RankGroup());
     g->parallel_ = p;
     g->first_ = rank;
-    auto r = std::make_unique<Rank>();
-    r->index = rank;
-    r->tp_rank = rank % tp;
-    r->pp_rank = rank / tp;
-    r->backend = std::move(backend);
-    r->backend->bind_thread();
-    VOLT_ASSIGN_OR_RETURN(r->shard, model::shard_weights(weights, p, r->tp_rank, r->pp_rank));
-    VOLT_ASSIGN_OR_RETURN(auto placed, model::place_model(r->shard, *r->backend));
-    r->forward = std::make_unique<model::Forward>(std::move(placed), *r->backend);
-    VOLT_RETURN_IF_ERROR(comm->attach(*r->backend));
-    if (tp > 1) {
-        r->tp_comm = std::move(comm);
-    } else {
-        r->pp_comm = std::move(comm);
-    }
-    r->forward->set_comm({r->tp_comm.get(), r->pp_comm.get()});
+    // The same groups as thread_communicators' (tp: this rank's stage, pp: its tp lane) over the world's
+    // connections.
+    VOLT_ASSIGN_OR_RETURN(
+        auto r, make_rank(weights, p, rank, std::move(backend), world.subgroup(tp_group_ranks(p, rank)),
+                          world.subgroup(pp_group_ranks(p, rank)), {}));
     spdlog::info("parallel: rank {} of {} processes (tp rank {}, pp rank {}), communicator {}", rank,
-                 p.world_size(), r->tp_rank, r->pp_rank,
-                 r->tp_comm ? r->tp_comm->name() : r->pp_comm->name());
+                 p.world_size(), r->tp_rank, r->pp_rank, r->tp_comm->name());
     g->ranks_.push_back(std::move(r));
     return g;
 }

@@ -16,6 +16,10 @@
 #include "ops/communicator.h"
 #include "ops/ops.h"
 
+namespace volt::cpu {
+class TcpCommunicator;
+}
+
 namespace volt::executor {
 
 struct Rank {
@@ -44,6 +48,11 @@ using CommFactory =
 // The CPU's: one cpu::ThreadGroup per stage and per tp lane (the default of RankGroup::create).
 Result<CommSet> thread_communicators(const model::ParallelConfig& p, const ops::CommunicatorOptions& options);
 
+// The world ranks of rank i's groups, ascending (communicator rank = index): its tensor-parallel group
+// (the T ranks of its stage, i / T) and its pipeline group (the P stages of its tp lane, i % T).
+std::vector<int> tp_group_ranks(const model::ParallelConfig& p, int i);
+std::vector<int> pp_group_ranks(const model::ParallelConfig& p, int i);
+
 class RankGroup {
   public:
     // Shards `weights` (check_parallel's refusals), places every shard on make_backend(i); the experts
@@ -58,13 +67,14 @@ class RankGroup {
                                                      const std::vector<bool>& experts_on_host = {});
     // One rank of a group whose ranks are processes (the engine across processes, docs/parallel.md
     // "Several processes"): this process holds rank `rank` of `parallel` alone (shard placed on
-    // `backend`), joined to the other processes by `comm`, whose group is every process: its tp group when
-    // tensor_parallel_size > 1, else its pp group (tp and pp both > 1 is refused before: kUnimplemented
-    // in executor::process_launch). run(fn) calls fn(0) on the caller's thread. Errors: check_parallel's
+    // `backend`), its communicators the subgroups of `world` (every process, communicator rank = world
+    // rank) that thread_communicators gives rank `rank`: tp_group_ranks and pp_group_ranks. `world` stays
+    // the caller's (the step channel of the engine across processes); the subgroups share its
+    // connections and failure. run(fn) calls fn(0) on the caller's thread. Errors: check_parallel's
     // refusal, placement's.
     static Result<std::unique_ptr<RankGroup>> create_process_rank(
         std::shared_ptr<const model::ModelWeights> weights, const model::ParallelConfig& parallel, int rank,
-        std::unique_ptr<ops::Backend> backend, std::unique_ptr<ops::Communicator> comm);
+        std::unique_ptr<ops::Backend> backend, cpu::TcpCommunicator& world);
     ~RankGroup();
 
     // Ranks held by this process (the world size, or 1 for a process rank); rank(i) is local rank i, and

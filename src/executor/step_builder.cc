@@ -28,7 +28,7 @@ void StepBuilder::apply_table_updates(const StepBatch& b) {
     }
 }
 
-const model::HostStep& StepBuilder::build(const StepBatch& b) {
+const model::HostStep& StepBuilder::build(const StepBatch& b, const std::vector<int32_t>* prompt_lens) {
     VOLT_CHECK(b.deferred.empty()) << "StepBuilder::build needs resolved token ids";
     model::HostStep& s = step_;
     // Prompt rows (sequence index below the prompt's length) first, generated rows after
@@ -44,7 +44,9 @@ const model::HostStep& StepBuilder::build(const StepBatch& b) {
             const int64_t qs = b.query_start_loc[i], qe = b.query_start_loc[i + 1], q_len = qe - qs;
             const int64_t first_index = b.context_lens[i] - q_len;  // sequence index of row qs
             const auto* prompt = static_cast<size_t>(i) < b.sampling.size() ? b.sampling[i].prompt : nullptr;
-            const int64_t prompt_len = prompt != nullptr ? static_cast<int64_t>(prompt->size()) : 0;
+            const int64_t prompt_len = prompt_lens != nullptr ? (*prompt_lens)[i]
+                                       : prompt != nullptr    ? static_cast<int64_t>(prompt->size())
+                                                              : 0;
             const int64_t split = qs + std::clamp<int64_t>(prompt_len - first_index, 0, q_len);
             if (pass == 0 && split > qs) {
                 parts.push_back({i, qs, split, static_cast<int32_t>(b.context_lens[i] - (qe - split))});

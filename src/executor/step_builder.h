@@ -20,8 +20,12 @@ class StepBuilder {
     void init(int64_t max_num_seqs);
     // Applies the batch's table updates (in order).
     void apply_table_updates(const engine::StepBatch& b);
-    // The forward pass's inputs for the batch (token ids must be resolved: no DeferredToken).
-    const model::HostStep& build(const engine::StepBatch& b);
+    // The forward pass's inputs for the batch (token ids must be resolved: no DeferredToken). Each
+    // sequence's prompt length (its rows below it are prompt rows, put first) comes from prompt_lens
+    // ([num_seqs]) when given (a worker's step off the wire, executor/step_wire.h), else from
+    // b.sampling's prompts.
+    const model::HostStep& build(const engine::StepBatch& b,
+                                 const std::vector<int32_t>* prompt_lens = nullptr);
     const std::vector<int32_t>& table(int group, int32_t slot) const { return tables_[group][slot]; }
 
     // Sample rows for logits rows [first, first + count) of b, reading logits [count, V] at `logits`

@@ -68,7 +68,7 @@ bool reads_history(const SamplingParams& p) {
 
 }  // namespace
 
-void encode_step(const StepBatch& b, std::vector<uint8_t>* out) {
+void encode_step(const StepBatch& b, std::vector<uint8_t>* out, bool sampling) {
     VOLT_CHECK(b.deferred.empty()) << "encode_step needs the deferred tokens resolved";
     Writer w(out);
     w.pod(b.num_tokens);
@@ -95,7 +95,13 @@ void encode_step(const StepBatch& b, std::vector<uint8_t>* out) {
         w.pod(r.num_logprobs);
         w.pod(static_cast<uint8_t>(r.feeds_slot));
     }
-    w.pod(static_cast<int64_t>(b.sampling.size()));
+    std::vector<int32_t> prompt_lens(static_cast<size_t>(b.num_seqs), 0);
+    for (size_t i = 0; i < b.sampling.size() && i < prompt_lens.size(); ++i)
+        if (b.sampling[i].prompt != nullptr)
+            prompt_lens[i] = static_cast<int32_t>(b.sampling[i].prompt->size());
+    w.vec(prompt_lens);
+    w.pod(static_cast<int64_t>(sampling ? b.sampling.size() : 0));
+    if (!sampling) return;
     std::vector<int32_t> bias_ids;
     std::vector<float> bias_values;
     for (const SeqSampling& ss : b.sampling) {
@@ -189,9 +195,12 @@ std::string out_of_range(const StepBatch& b, const std::vector<SamplingParams>& 
         if (!in(r.row, 0, T) || !in(r.seq, 0, S) || !in(r.target, -1, V) ||
             !in(r.num_logprobs, -1, kMaxLogprobs + 1))
             return "logits row (row " + std::to_string(r.row) + ", seq " + std::to_string(r.seq) + ")";
-        if (r.target < 0 && (r.seq >= static_cast<int64_t>(has.size()) || !has[r.seq]))
+        if (l.samples && r.target < 0 && (r.seq >= static_cast<int64_t>(has.size()) || !has[r.seq]))
             return "a sample row of sequence " + std::to_string(r.seq) + ", which has no sampling parameters";
     }
+    if (static_cast<int64_t>(w.prompt_lens.size()) != S) return "prompt lengths";
+    for (int32_t n : w.prompt_lens)
+        if (!in(n, 0, c.max_model_len + 1)) return "prompt length " + std::to_string(n);
     for (size_t s = 0; s < params.size(); ++s) {
         const SamplingParams& p = params[s];
         if (static_cast<int64_t>(p.logit_bias.size()) > V ||
@@ -213,10 +222,10 @@ int64_t max_step_bytes(const StepLimits& l) {
     const int64_t T = c.max_num_batched_tokens, S = c.max_num_seqs, V = l.vocab_size;
     int64_t blocks = 0;
     for (int g = 0; g < kNumKvGroups; ++g) blocks += c.num_blocks[g] + c.num_host_blocks[g];
-    const int64_t vectors = 14 * 8;  // the counts of the vectors above, generously
+    const int64_t vectors = 15 * 8;  // the counts of the vectors above, generously
     const int64_t per_token = 4 + 4 + kNumKvGroups * 8;
     const int64_t per_seq =
-        4 + 4 + 4 + 8 + kSamplingBytes + 5 * 8 + V * (4 + 4) + V * 4 + 2 * c.max_model_len * 4;
+        4 + 4 + 4 + 8 + 4 + kSamplingBytes + 5 * 8 + V * (4 + 4) + V * 4 + 2 * c.max_model_len * 4;
     const int64_t updates = (S * (blocks_per_seq(c) + 1) * kNumKvGroups + S) * 16;  // each table rewritten
     return 3 * 8 + vectors + T * per_token + 4 + S * per_seq + 2 * blocks * 12 + updates +
            S * kNumKvGroups * 12 + (T + S) * kLogitsRowBytes;
@@ -262,7 +271,7 @@ Status decode_step(const uint8_t* data, int64_t bytes, const StepLimits& limits,
         row.feeds_slot = feeds != 0;
     }
     int64_t S = 0;
-    if (!r.pod(&S) || S < 0 || S > r.left()) return bad;
+    if (!r.vec(&out->prompt_lens) || !r.pod(&S) || S < 0 || S > r.left()) return bad;
     out->params.assign(S, SamplingParams());
     out->prompts.assign(S, {});
     out->outputs.assign(S, {});

@@ -2,10 +2,11 @@
 // "Several processes"): rank 0 runs the scheduler and sends each step to the other processes, which run
 // the same BackendExecutor rank code on it. What travels is a resolved StepBatch (every token id known:
 // SyncExecutor resolves DeferredToken rows before BackendExecutor::run) with every field a rank reads
-// (ids, positions, slot mappings, block tables' updates, KV copies and swaps, logits rows), and per
-// sequence the sampling fields the sample op reads; the prompt and output histories travel only when a
-// penalty reads them. Little-endian host layout (every rank runs the same binary on the same kind of
-// host). Tests: tests/unit/executor/step_wire_test.cc.
+// (ids, positions, slot mappings, block tables' updates, KV copies and swaps, logits rows, each
+// sequence's prompt length: StepBuilder puts prompt rows first), and, for the output rank only (the one
+// that samples), per sequence the sampling fields the sample op reads; the prompt and output histories
+// travel only when a penalty reads them. Little-endian host layout (every rank runs the same binary on the
+// same kind of host). Tests: tests/unit/executor/step_wire_test.cc.
 #pragma once
 
 #include <cstdint>
@@ -23,12 +24,14 @@ struct WireStep {
     std::vector<engine::SamplingParams> params;  // [S]
     std::vector<std::vector<int32_t>> prompts;   // [S] (empty unless a penalty reads them)
     std::vector<std::vector<int32_t>> outputs;   // [S]
+    std::vector<int32_t> prompt_lens;            // [num_seqs]: StepBuilder::build's prompt lengths
 };
 
 // What a worker checks a step against: its CacheConfig (init_cache) and the model's vocabulary.
 struct StepLimits {
     engine::CacheConfig cache;
     int64_t vocab_size = 0;  // logits width (ids in [0, vocab_size))
+    bool samples = true;     // the output rank: every sample row's sequence must have sampling parameters
 };
 
 // The most bytes a step within `limits` can take (decode_step refuses more): what a worker lets rank 0's
@@ -41,13 +44,16 @@ int64_t max_step_bytes(const StepLimits& limits);
 // reason otherwise.
 Status check_cache_config(const engine::CacheConfig& c);
 
-// Appends the bytes of `b` to *out. `b` must be resolved: no DeferredToken, no output_deferred (checked).
-void encode_step(const engine::StepBatch& b, std::vector<uint8_t>* out);
+// Appends the bytes of `b` to *out, with its sampling fields when `sampling` (for the output rank; the
+// other ranks run the forward pass only). `b` must be resolved: no DeferredToken, no output_deferred
+// (checked).
+void encode_step(const engine::StepBatch& b, std::vector<uint8_t>* out, bool sampling = true);
 
 // Decodes bytes [data, data + bytes) made by encode_step into *out (its pointers into *out's own vectors)
 // and range-checks every index a rank uses against `limits`: token ids, positions, slot mappings, query
-// starts, context lengths, seq slots, block-table updates, copies, swaps, logits rows (a sample row's
-// sequence must have sampling parameters) and every id list. Errors: kInternal when the bytes are short,
+// starts, context lengths, seq slots, block-table updates, copies, swaps, logits rows (with
+// limits.samples, a sample row's sequence must have sampling parameters), prompt lengths and every id
+// list. Errors: kInternal when the bytes are short,
 // long or a count is out of range (a corrupted stream), kInvalidArgument naming the first field out of
 // range: the worker fails the group instead of writing out of bounds.
 Status decode_step(const uint8_t* data, int64_t bytes, const StepLimits& limits, WireStep* out);

@@ -243,6 +243,35 @@ TEST(TcpCommunicator, ProcessesAllReduceGatherAndPipelineLikeThreads) {
     }
 }
 
+TEST(TcpCommunicator, SubgroupsShareTheWorldsConnections) {
+    // 4 processes as tp 2 x pp 2 (rank = stage * 2 + lane): each joins its stage's tp group and its
+    // lane's pp group over the world's connections, and the groups' messages interleave with the world's
+    // on them (as the engine's step channel and collectives do).
+    const auto codes = in_processes(4, 30.0, [](int r, ops::Communicator& world) {
+        auto& w = static_cast<TcpCommunicator&>(world);
+        const int stage = r / 2, lane = r % 2;
+        auto tp = w.subgroup({stage * 2, stage * 2 + 1});
+        auto pp = w.subgroup({lane, 2 + lane});
+        tp->begin_step(0);
+        pp->begin_step(0);
+        if (tp->size() != 2 || tp->rank() != lane || pp->size() != 2 || pp->rank() != stage) return 1;
+        float v = static_cast<float>(r + 1);
+        if (!tp->all_reduce_sum(&v, 1).is_ok() || v != (stage == 0 ? 3.0f : 7.0f)) return 2;
+        int32_t x = 10 * r;  // stage 0 sends down its lane
+        if (stage == 0 && !pp->send(&x, sizeof x, 1).is_ok()) return 3;
+        if (stage == 1 && (!pp->recv(&x, sizeof x, 0).is_ok() || x != 10 * lane)) return 4;
+        if (r == 3 && !w.send(&x, sizeof x, 0).is_ok()) return 5;  // the world between the groups' messages
+        if (r == 0 && (!w.recv(&x, sizeof x, 3).is_ok() || x != 10)) return 6;
+        const int64_t counts[2] = {1, 1};
+        float part = static_cast<float>(r), got[2] = {-1.0f, -1.0f};
+        if (!tp->gather(&part, counts, got, 0).is_ok()) return 7;
+        if (lane == 0 && (got[0] != static_cast<float>(r) || got[1] != static_cast<float>(r + 1))) return 8;
+        float all = 1.0f;
+        return w.all_reduce_sum(&all, 1).is_ok() && all == 4.0f ? 0 : 9;
+    });
+    EXPECT_EQ(codes, std::vector<int>(4, 0));
+}
+
 TEST(TcpCommunicator, DifferentCollectivesAndAVanishedPeerFail) {
     // Rank 1 issues a smaller all-reduce: rank 0 names both; rank 1 then finds rank 0 gone (it exited).
     auto codes = in_processes(2, 30.0, [](int r, ops::Communicator& c) {

@@ -1,6 +1,7 @@
 // The engine's step as bytes (executor/step_wire.h), what rank 0 sends the worker processes: a decoded
 // step equals the encoded one field by field (every StepBatch vector, the sampling fields, the histories
-// when a penalty reads them and not otherwise), and short, long or corrupted bytes are refused rather than
+// when a penalty reads them and not otherwise, the prompt lengths a worker's StepBuilder needs also
+// without them), and short, long or corrupted bytes are refused rather than
 // read past their end.
 #include "executor/step_wire.h"
 
@@ -9,6 +10,8 @@
 #include <cstring>
 #include <functional>
 #include <utility>
+
+#include "executor/step_builder.h"
 
 namespace volt::executor {
 namespace {
@@ -166,6 +169,7 @@ TEST(StepWire, EveryIndexOutOfTheWorkersRangeIsRefused) {
              s->penalised.logit_bias.push_back({256, 1.0f});
          }},
         {"sampling lists", [](Sample* s) { s->prompt.push_back(-1); }},
+        {"prompt length", [](Sample* s) { s->prompt.resize(65, 1); }},
         {"num_tokens",
          [](Sample* s) {
              StepBatch& b = s->batch;
@@ -195,6 +199,59 @@ TEST(StepWire, EveryIndexOutOfTheWorkersRangeIsRefused) {
     encode_step(s.batch, &bytes);
     EXPECT_LE(static_cast<int64_t>(bytes.size()), max_step_bytes(limits()));
     EXPECT_LT(max_step_bytes(limits()), int64_t{1} << 24);  // not the 16 GiB a header could claim
+}
+
+TEST(StepWire, AWorkerWithoutTheSamplingBuildsRankZerosStep) {
+    // Sequence 0 decodes, sequence 1 continues its prompt: rank 0's StepBuilder puts the prompt rows
+    // first, so a worker needs every prompt's length, also when the step comes without the sampling
+    // fields (every worker but the output rank) and so without the prompts.
+    Sample s;
+    fill(&s);
+    const std::vector<int32_t> long_prompt(10, 1);
+    StepBatch& b = s.batch;
+    b.token_ids = {4, 1, 2, 3};
+    b.positions = {17, 0, 1, 2};
+    b.slot_mapping[0] = {33, 0, 1, 2};
+    b.slot_mapping[1] = {7, 4, 5, 6};
+    b.query_start_loc = {0, 1, 4};
+    b.context_lens = {18, 3};
+    b.seq_slots = {5, 0};
+    b.logits_rows = {{0, 0, -1, 42, 17, 2, true}, {3, 1, -1, 43, 0, -1, true}};
+    b.sampling = {{&s.plain, &s.prompt, &s.output, false}, {&s.plain, &long_prompt, &s.output, false}};
+    StepBuilder rank0, worker;
+    rank0.init(6);
+    worker.init(6);
+    rank0.apply_table_updates(b);
+    const model::HostStep want = rank0.build(b);
+    ASSERT_EQ(want.num_prompt_rows, 3);
+    ASSERT_EQ(want.token_ids, (std::vector<int32_t>{1, 2, 3, 4}));
+
+    std::vector<uint8_t> lean, full;
+    encode_step(b, &lean, false);
+    encode_step(b, &full);
+    EXPECT_LT(lean.size(), full.size());
+    StepLimits l = limits();
+    l.samples = false;
+    WireStep w;
+    ASSERT_TRUE(decode_step(lean.data(), static_cast<int64_t>(lean.size()), l, &w).is_ok());
+    EXPECT_TRUE(w.batch.sampling.empty());
+    EXPECT_EQ(w.prompt_lens, (std::vector<int32_t>{3, 10}));
+    worker.apply_table_updates(w.batch);
+    const model::HostStep& got = worker.build(w.batch, &w.prompt_lens);
+    EXPECT_EQ(got.num_prompt_rows, want.num_prompt_rows);
+    EXPECT_EQ(got.token_ids, want.token_ids);
+    EXPECT_EQ(got.positions, want.positions);
+    EXPECT_EQ(got.query_start_loc, want.query_start_loc);
+    EXPECT_EQ(got.seq_lens, want.seq_lens);
+    EXPECT_EQ(got.logits_rows, want.logits_rows);
+    for (int g = 0; g < kNumKvGroups; ++g) {
+        EXPECT_EQ(got.slot_mapping[g], want.slot_mapping[g]);
+        EXPECT_EQ(got.block_tables[g], want.block_tables[g]);
+    }
+    // The output rank samples: a step without the sampling fields is refused there.
+    const Status st = decode_step(lean.data(), static_cast<int64_t>(lean.size()), limits(), &w);
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(st.message().find("no sampling parameters"), std::string::npos) << st.message();
 }
 
 TEST(StepWire, NoPaddingBytesTravel) {
