@@ -116,6 +116,7 @@ TEST(HttpClientReuse, RetriedOnlyOnce) {
     auto r = client.request("POST", "/second", "{}");
     ASSERT_FALSE(r.is_ok()) << "retried twice: " << r->body;
     EXPECT_NE(r.status().message().find("end of stream"), std::string::npos) << r.status().message();
+    EXPECT_NE(r.status().message().find("new connection"), std::string::npos) << r.status().message();
     EXPECT_EQ(server.accepted(), 2);
     // The client is usable afterwards: the next call connects afresh (connection 2 answers).
     auto next = client.request("GET", "/next");
