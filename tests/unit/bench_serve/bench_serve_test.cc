@@ -384,6 +384,26 @@ TEST(BenchRun, ARequestThatStillFailsIsCountedWithItsCause) {
     EXPECT_TRUE(run->results[2].success) << run->results[2].error;
     EXPECT_EQ(result_json(c, *run)["errors"][1], run->results[1].error);
     EXPECT_NE(format_report(c, *run).find("Failed requests:                         1"), std::string::npos);
+    EXPECT_EQ(failure_causes(*run), "1 x " + run->results[1].error + "\n");  // what bench serve prints
+}
+
+TEST(BenchRun, FailureCausesCountedByDistinctError) {
+    BenchRun run;
+    run.results.resize(6);
+    run.results[0].success = true;
+    run.results[1].error = "HTTP 500: x";
+    run.results[2].error = "transport: read: end of stream";
+    run.results[3].error = "HTTP 500: x";
+    run.results[4].error = "stream ended without [DONE]";
+    run.results[5].error = std::string(400, 'e');
+    EXPECT_EQ(failure_causes(run),
+              "2 x HTTP 500: x\n1 x transport: read: end of stream\n"
+              "1 x stream ended without [DONE]\n1 x " +
+                  std::string(300, 'e') + "...\n");
+    EXPECT_EQ(failure_causes(run, 2),
+              "2 x HTTP 500: x\n1 x transport: read: end of stream\n... and 2 more causes\n");
+    run.results.resize(1);
+    EXPECT_EQ(failure_causes(run), "");
 }
 
 TEST(BenchRun, UnreachableServerIsUnavailable) {
