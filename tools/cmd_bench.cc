@@ -97,12 +97,8 @@ void register_bench(CLI::App& app) {
             std::exit(1);
         }
         std::fputs(bench::format_report(c, *run).c_str(), stdout);
-        for (const bench::RequestResult& r : run->results) {
-            if (!r.success) {
-                std::fprintf(stderr, "first failure: %s\n", r.error.c_str());
-                break;
-            }
-        }
+        if (std::string causes = bench::failure_causes(*run); !causes.empty())
+            std::fprintf(stderr, "failed requests, by cause:\n%s", causes.c_str());
         if (opt->save_result) {
             std::string path = opt->result_filename;
             if (path.empty()) {

@@ -1,6 +1,7 @@
 // The serving load generator; see load_generator.h.
 #include "bench_serve/load_generator.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -370,6 +371,27 @@ nlohmann::json result_json(const BenchConfig& config, const BenchRun& run) {
     j["itls"] = itls;
     j["errors"] = errors;
     return j;
+}
+
+std::string failure_causes(const BenchRun& run, size_t max_lines) {
+    std::vector<std::pair<std::string, int64_t>> causes;  // by first occurrence
+    for (const RequestResult& r : run.results) {
+        if (r.success) continue;
+        std::string cause = r.error.empty() ? "unknown error" : r.error;
+        if (cause.size() > 300) cause = cause.substr(0, 300) + "...";
+        auto it = std::find_if(causes.begin(), causes.end(), [&](const auto& c) { return c.first == cause; });
+        if (it == causes.end()) {
+            causes.emplace_back(std::move(cause), 1);
+        } else {
+            ++it->second;
+        }
+    }
+    std::string out;
+    for (size_t i = 0; i < causes.size() && i < max_lines; ++i)
+        out += std::to_string(causes[i].second) + " x " + causes[i].first + "\n";
+    if (causes.size() > max_lines)
+        out += "... and " + std::to_string(causes.size() - max_lines) + " more causes\n";
+    return out;
 }
 
 std::string format_report(const BenchConfig& config, const BenchRun& run) {

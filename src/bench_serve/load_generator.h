@@ -99,6 +99,11 @@ Result<BenchRun> run_benchmark(const BenchConfig& config, const std::vector<Benc
 // itls, errors.
 nlohmann::json result_json(const BenchConfig& config, const BenchRun& run);
 
+// Why requests failed, for the report's stderr: one line per distinct error, "N x ERROR" (by first
+// occurrence; an error longer than 300 characters is cut), at most `max_lines` (then "... and K more
+// causes"); "" when none failed.
+std::string failure_causes(const BenchRun& run, size_t max_lines = 5);
+
 // The human-readable report (vLLM's "Serving Benchmark Result" block).
 std::string format_report(const BenchConfig& config, const BenchRun& run);
 

@@ -45,8 +45,10 @@ struct HttpClient::Impl {
         return result;
     }
 
-    Status connect() {
-        if (stream && stream->socket().is_open()) return Status::ok();
+    // Opens a connection unless the kept-alive one is still open; `reused` says which.
+    Status connect(bool* reused) {
+        *reused = stream && stream->socket().is_open();
+        if (*reused) return Status::ok();
         stream = std::make_unique<beast::tcp_stream>(ioc);
         buf.clear();
         beast::error_code ec;
@@ -67,7 +69,26 @@ struct HttpClient::Impl {
         stream.reset();
         return Status(StatusCode::kUnavailable, what + ": " + ec.message());
     }
+    // One try of stream() on the connection at hand. `stale` is set when it failed the way a connection
+    // the server closed while idle fails: the write, or the read before a single byte of the response
+    // came, ended by end of stream, a reset or a broken pipe.
+    Result<HttpClientResponse> exchange(const bhttp::request<bhttp::string_body>& req,
+                                        const std::function<bool(std::string_view)>& on_data,
+                                        const std::function<void(int)>& on_status,
+                                        const std::function<void(const HttpClientResponse&)>& on_head,
+                                        bool* stale);
 };
+
+namespace {
+
+// What a connection closed by the peer while idle gives on the next write or read.
+bool closed_by_peer(const beast::error_code& ec) {
+    return ec == bhttp::error::end_of_stream || ec == asio::error::eof ||
+           ec == asio::error::connection_reset || ec == asio::error::broken_pipe ||
+           ec == asio::error::connection_aborted;
+}
+
+}  // namespace
 
 HttpClient::HttpClient(std::string host, int port, std::chrono::milliseconds timeout)
     : impl_(std::make_unique<Impl>()) {
@@ -101,7 +122,6 @@ Result<HttpClientResponse> HttpClient::stream(const std::string& method, const s
                                               const std::function<void(int)>& on_status,
                                               const std::function<void(const HttpClientResponse&)>& on_head) {
     Impl& m = *impl_;
-    if (Status s = m.connect(); !s.is_ok()) return s;
     bhttp::request<bhttp::string_body> req(bhttp::string_to_verb(method), target, 11);
     if (req.method() == bhttp::verb::unknown) req.method_string(method);
     req.set(bhttp::field::host, m.host + ":" + std::to_string(m.port));
@@ -115,14 +135,38 @@ Result<HttpClientResponse> HttpClient::stream(const std::string& method, const s
         req.body() = body;
         req.prepare_payload();
     }
+    bool reused = false;
+    if (Status s = m.connect(&reused); !s.is_ok()) return s;
+    bool stale = false;
+    auto r = m.exchange(req, on_data, on_status, on_head, &stale);
+    if (r.is_ok() || !stale || !reused) return r;
+    // The kept-alive connection was closed by the server while idle: it cannot have processed the request,
+    // so it goes once more on a new connection (whatever the method), like curl and urllib3.
+    if (Status s = m.connect(&reused); !s.is_ok()) return s;
+    auto again = m.exchange(req, on_data, on_status, on_head, &stale);
+    if (again.is_ok()) return again;
+    return Status(again.status().code(),
+                  again.status().message() + " (on a new connection: the kept-alive one was closed)");
+}
+
+Result<HttpClientResponse> HttpClient::Impl::exchange(
+    const bhttp::request<bhttp::string_body>& req, const std::function<bool(std::string_view)>& on_data,
+    const std::function<void(int)>& on_status, const std::function<void(const HttpClientResponse&)>& on_head,
+    bool* stale) {
+    *stale = false;
     // One deadline for the whole exchange, unless set_timeouts() split it.
-    m.stream->expires_after(m.parts.first_byte.count() > 0 ? m.parts.first_byte : m.timeout);
-    if (auto ec = m.run([&](auto h) { bhttp::async_write(*m.stream, req, h); })) return m.fail("write", ec);
+    stream->expires_after(parts.first_byte.count() > 0 ? parts.first_byte : timeout);
+    if (auto ec = run([&](auto h) { bhttp::async_write(*stream, req, h); })) {
+        *stale = closed_by_peer(ec);
+        return fail("write", ec);
+    }
 
     bhttp::response_parser<bhttp::buffer_body> p;
     p.body_limit(boost::none);
-    if (auto ec = m.run([&](auto h) { bhttp::async_read_header(*m.stream, m.buf, p, h); }))
-        return m.fail("read", ec);
+    if (auto ec = run([&](auto h) { bhttp::async_read_header(*stream, buf, p, h); })) {
+        *stale = closed_by_peer(ec) && !p.got_some() && buf.size() == 0;
+        return fail("read", ec);
+    }
     HttpClientResponse out;
     out.status = static_cast<int>(p.get().result_int());
     for (const auto& f : p.get())
@@ -131,19 +175,19 @@ Result<HttpClientResponse> HttpClient::stream(const std::string& method, const s
     if (on_head) on_head(out);
     std::vector<char> piece(64 << 10);
     while (!p.is_done()) {
-        if (m.parts.idle.count() > 0) m.stream->expires_after(m.parts.idle);
+        if (parts.idle.count() > 0) stream->expires_after(parts.idle);
         p.get().body().data = piece.data();
         p.get().body().size = piece.size();
-        beast::error_code ec = m.run([&](auto h) { bhttp::async_read_some(*m.stream, m.buf, p, h); });
+        beast::error_code ec = run([&](auto h) { bhttp::async_read_some(*stream, buf, p, h); });
         if (ec == bhttp::error::need_buffer) ec = {};
-        if (ec) return m.fail("read", ec);
+        if (ec) return fail("read", ec);
         const size_t n = piece.size() - p.get().body().size;
         if (n > 0 && !on_data(std::string_view(piece.data(), n))) {
-            m.stream.reset();
+            stream.reset();
             return out;
         }
     }
-    if (!p.keep_alive()) m.stream.reset();
+    if (!p.keep_alive()) stream.reset();
     return out;
 }
 

@@ -42,6 +42,12 @@ class HttpClient {
 
     // One request, the whole answer. kUnavailable when the server cannot be reached or the exchange fails
     // (the connection is closed then; the next call reconnects), also past `timeout`.
+    // A kept-alive connection the server closed while idle (llama-server closes idle ones) is retried:
+    // when a request on a REUSED connection fails with end of stream, a reset or a broken pipe before a
+    // single byte of the response came, the server cannot have processed it, so it is sent once more on a
+    // new connection, whatever the method (as curl, urllib3 and httpx do). Never after a byte of the
+    // response, never on a fresh connection, never twice; a retry that fails too says so in its message.
+    // The retry's connect and exchange get deadlines of their own. Same rule for stream().
     Result<HttpClientResponse> request(const std::string& method, const std::string& target,
                                        const std::string& body = "", const Headers& headers = {},
                                        const std::string& content_type = "application/json");
@@ -49,7 +55,8 @@ class HttpClient {
     // stops reading (the connection is closed). `on_status`, when set, gets the status code once the
     // headers are in (before the first piece of the body); `on_head` the status and headers.
     // With set_timeouts() the deadlines are per part (connect, first byte, between pieces) instead of
-    // one for the whole exchange.
+    // one for the whole exchange. The retry of a closed idle connection (see request()) happens before
+    // any callback is called, so the callbacks see one response.
     Result<HttpClientResponse> stream(
         const std::string& method, const std::string& target, const std::string& body, const Headers& headers,
         const std::function<bool(std::string_view)>& on_data,

@@ -13,6 +13,7 @@
 #include "bench_serve/load_generator.h"
 #include "bench_serve/stats.h"
 #include "server/http_server.h"
+#include "server/raw_http_server.h"
 
 namespace volt::bench {
 namespace {
@@ -323,6 +324,86 @@ TEST(BenchRun, ChatFromDatasetWithAFailureAndModelFromServer) {
     EXPECT_NE(run->results[1].error.find("HTTP 400"), std::string::npos) << run->results[1].error;
     EXPECT_EQ(run->results[2].itl.size(), 0u);
     EXPECT_EQ(fake.bodies()[0]["model"], "fake-model");
+}
+
+// A /v1/completions answer of two one-character chunks, usage and [DONE], as one keep-alive response.
+std::string sse_answer() {
+    return test_support::RawHttpServer::ok(
+        "data: {\"choices\":[{\"index\":0,\"text\":\"x\"}]}\n\n"
+        "data: {\"choices\":[{\"index\":0,\"text\":\"y\"}]}\n\n"
+        "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":2}}\n\n"
+        "data: [DONE]\n\n",
+        "text/event-stream");
+}
+
+// A server that closes every kept-alive connection after one answer (llama-server closes idle ones): each
+// worker's next request finds its connection closed and is sent again on a new one, so none fails (it
+// failed with "transport: read: end of stream" before the client retried).
+TEST(BenchRun, KeptAliveConnectionsClosedByTheServerLoseNoRequest) {
+    test_support::RawHttpServer server([](test_support::RawHttpServer::Conn& conn, int) {
+        if (conn.read_request()) conn.send(sse_answer());
+    });
+    BenchConfig c;
+    c.base_url = server.url();
+    c.model = "m";
+    c.num_prompts = 4;
+    c.random_input_len = 3;
+    c.random_output_len = 2;
+    c.max_concurrency = 1;
+    auto run = run_benchmark(c, make_random_requests(c));
+    ASSERT_TRUE(run.is_ok()) << run.status().to_string();
+    for (const RequestResult& r : run->results) EXPECT_TRUE(r.success) << r.error;
+    EXPECT_EQ(run->summary.completed, 4);
+    EXPECT_EQ(run->summary.failed, 0);
+    EXPECT_EQ(run->summary.total_output_tokens, 8);
+    EXPECT_EQ(server.accepted(), 4);
+    EXPECT_EQ(server.requests().size(), 4u);
+}
+
+// A request whose retry fails too is counted as failed, with the transport's cause in its error.
+TEST(BenchRun, ARequestThatStillFailsIsCountedWithItsCause) {
+    // Connection 0 answers and closes; 1 (the second request's retry) reads it and closes unanswered; 2 (the
+    // third request's) answers.
+    test_support::RawHttpServer server([](test_support::RawHttpServer::Conn& conn, int index) {
+        if (conn.read_request() && index != 1) conn.send(sse_answer());
+    });
+    BenchConfig c;
+    c.base_url = server.url();
+    c.model = "m";
+    c.num_prompts = 3;
+    c.random_input_len = 3;
+    c.random_output_len = 2;
+    c.max_concurrency = 1;
+    auto run = run_benchmark(c, make_random_requests(c));
+    ASSERT_TRUE(run.is_ok()) << run.status().to_string();
+    EXPECT_EQ(run->summary.completed, 2);
+    EXPECT_EQ(run->summary.failed, 1);
+    EXPECT_TRUE(run->results[0].success) << run->results[0].error;
+    EXPECT_FALSE(run->results[1].success);
+    EXPECT_EQ(run->results[1].error.rfind("transport: read: end of stream", 0), 0u) << run->results[1].error;
+    EXPECT_TRUE(run->results[2].success) << run->results[2].error;
+    EXPECT_EQ(result_json(c, *run)["errors"][1], run->results[1].error);
+    EXPECT_NE(format_report(c, *run).find("Failed requests:                         1"), std::string::npos);
+    EXPECT_EQ(failure_causes(*run), "1 x " + run->results[1].error + "\n");  // what bench serve prints
+}
+
+TEST(BenchRun, FailureCausesCountedByDistinctError) {
+    BenchRun run;
+    run.results.resize(6);
+    run.results[0].success = true;
+    run.results[1].error = "HTTP 500: x";
+    run.results[2].error = "transport: read: end of stream";
+    run.results[3].error = "HTTP 500: x";
+    run.results[4].error = "stream ended without [DONE]";
+    run.results[5].error = std::string(400, 'e');
+    EXPECT_EQ(failure_causes(run),
+              "2 x HTTP 500: x\n1 x transport: read: end of stream\n"
+              "1 x stream ended without [DONE]\n1 x " +
+                  std::string(300, 'e') + "...\n");
+    EXPECT_EQ(failure_causes(run, 2),
+              "2 x HTTP 500: x\n1 x transport: read: end of stream\n... and 2 more causes\n");
+    run.results.resize(1);
+    EXPECT_EQ(failure_causes(run), "");
 }
 
 TEST(BenchRun, UnreachableServerIsUnavailable) {
