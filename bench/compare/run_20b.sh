@@ -35,17 +35,8 @@ REPS=${VOLT_COMPARE_REPS:-3}
 DEADLINE=${VOLT_COMPARE_DEADLINE_S:-500}
 mkdir -p "$OUT" "$W/logs"
 J=$OUT/compare_a.jsonl
-: >"$J"
-emit() { echo "$1" | tee -a "$J"; }
-t0=$(date +%s)
-since() { echo $(($(date +%s) - t0)); }
-left() {  # seconds to the hard stop (VOLT_COMPARE_HARD_S), at least 10: every timeout is cut to it
-  local l=$((${VOLT_COMPARE_HARD_S:-560} - $(since)))
-  echo $((l < 10 ? 10 : l))
-}
-late() { [ "$(since)" -ge "$DEADLINE" ] && { emit "{\"skipped\": \"$1\", \"reason\": \"deadline ${DEADLINE} s\", \"at_s\": $(since)}"; return 0; }; return 1; }
-cpy() { python3 bench/compare/compare.py "$@"; }
-export CUDA_CACHE_PATH=$W/jit-cache
+# shellcheck source=bench/compare/common.sh
+. bench/compare/common.sh
 # shellcheck source=scripts/gpu/lib.sh
 . scripts/gpu/lib.sh
 volt_find_cublas run_20b

@@ -35,18 +35,9 @@ PARTS=" ${VOLT_COMPARE_PARTS:-serve_llama serve_voltllm kld_main kld_demo} "
 DEADLINE=${VOLT_COMPARE_DEADLINE_S:-480}
 mkdir -p "$OUT" "$W/slogs"
 J=$OUT/compare_b.jsonl
-: >"$J"
-emit() { echo "$1" | tee -a "$J"; }
-t0=$(date +%s)
-since() { echo $(($(date +%s) - t0)); }
-left() {  # seconds to the hard stop (VOLT_COMPARE_HARD_S), at least 10: every timeout is cut to it
-  local l=$((${VOLT_COMPARE_HARD_S:-560} - $(since)))
-  echo $((l < 10 ? 10 : l))
-}
-late() { [ "$(since)" -ge "$DEADLINE" ] && { emit "{\"skipped\": \"$1\", \"reason\": \"deadline ${DEADLINE} s\", \"at_s\": $(since)}"; return 0; }; return 1; }
+# shellcheck source=bench/compare/common.sh
+. bench/compare/common.sh
 want() { [[ $PARTS == *" $1 "* ]]; }
-cpy() { python3 bench/compare/compare.py "$@"; }
-export CUDA_CACHE_PATH=$W/jit-cache
 M=$(cat "$W/model_dir" 2>/dev/null)
 G=$(cat "$W/gguf_path" 2>/dev/null)
 for f in "$LB/llama-server" "$LB/llama-perplexity" "$G" "$M/config.json"; do
