@@ -130,7 +130,9 @@ constexpr VllmFlag kFlags[] = {
      "tokens per engine step (prefill chunk budget)"},
     {"--max-num-partial-prefills", "", A::kValue, S::kHonoured, O::kVllm, false,
      "prompts whose prefill may be partly done at once (default 1)"},
-    {"--max-num-seqs", "", A::kValue, S::kHonoured, O::kVllm, false, "sequences running at once"},
+    {"--max-num-seqs", "", A::kValue, S::kHonoured, O::kVllm, false,
+     "sequences running at once; on sm_80+ GPUs 1 also keeps the expert GEMV for generated rows "
+     "(docs/cuda.md)"},
     {"--max-queued-requests", "", A::kValue, S::kHonoured, O::kVoltllm, false,
      "bounded waiting queue, in sequences; one more gets 503 with Retry-After (SGLang's name; vLLM has "
      "none)"},
