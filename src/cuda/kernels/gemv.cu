@@ -88,13 +88,16 @@ __host__ __device__ __forceinline__ int64_t row_bytes(int64_t in) {
 // HFMA2 (8 products per half, rounded to f16 at every step) that is widened to f32 (exact) and added to
 // the lane's f32 sum in chunk order; the row's sum is multiplied by 2^-sx at the end. No chain spans two
 // chunks, so a row's arithmetic is the same for every tile width (batch invariant).
-// Magnitudes (no f16 overflow): int8 |q| <= 128, |x 2^sx| <= 2^4: a chain's partial sums stay below
-// 8 * 128 * 16 (1 + 2^-8) < 2^15; int4 |q - z| <= 15, |x 2^sx| <= 2^7: below 8 * 15 * 128 (1 + 2^-8) < 2^14.
-// Error of a chain (docs/quantization.md "Integer weights on the GPU"): f16 unit roundoff u = 2^-11, at
-// most sum_k u |S_k| over its 8 partial sums S_k <= 8u (1 + 8u) sum |terms| in the worst case; with
-// independent roundings of random-sign terms the added variance is at most (n + 1) / 2 = 4.5 times that of
-// rounding x to f16, i.e. <= 6.0e-4 rms(y) standard deviation (x's rounding: 2.8e-4), 6.6e-4 together.
-// Subnormal f16 (|x 2^sx| < 2^-14, i.e. |x| < 2^-18 max|x| for int8): absolute error <= 2^-25 each.
+// Magnitudes (no f16 overflow): the largest staged |x 2^sx| is in [2^kXExp, 2^(kXExp + 1)]; int8 |q| <=
+// 128, |x 2^sx| <= 2^5: a chain's partial sums stay below 8 * 128 * 32 (1 + 2^-8) < 2^15.01 < 65504; int4
+// |q - z| <= 15, |x 2^sx| <= 2^8: below 8 * 15 * 256 (1 + 2^-8) < 2^15.
+// Error of a chain (docs/quantization.md "Integer weights on the GPU"): f16 unit roundoff u = 2^-11; at
+// most sum_k u |S_k| over its 8 rounded partial sums S_k, <= 8u (1 + 8u) sum |terms| in the worst case.
+// A rounding to nearest errs by at most ulp/2 <= u |S|, variance <= u^2 S^2 / 3; with random-sign terms
+// E[S_k^2] = k var(term), so a chain of n adds (n + 1) / 2 = 4.5 times the variance of rounding its n x
+// values to f16: <= 6.0e-4 rms(y) standard deviation (x's rounding: <= 2.8e-4), 6.6e-4 together.
+// Subnormal f16 (|x| < 2^-18 max|x| for int8, 2^-21 for int4): absolute error <= 2^-25 2^-sx each, in all
+// at most in 2^-29 max|x| |w|max: far below the rounding of the largest x (2^-12 max|x| |w|).
 template <WFmt F>
 constexpr int kXExp = F == WFmt::kInt8 ? 4 : 7;  // |x| staged below 2^(kXExp + 1), at least 2^kXExp max
 
