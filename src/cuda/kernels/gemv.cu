@@ -388,10 +388,16 @@ __device__ __forceinline__ void gemv_tile(const uint4* __restrict__ wrow, const 
                                           int cpg, const float4* xs, int64_t in4, int64_t c_begin,
                                           int64_t c_end, int lane, float* acc) {
     constexpr int kPer = FmtTraits<F>::kPer;  // weights per 16-byte chunk
-    // (Integer chunks hold 2-4x the weights and int4 a scale|zero word each: fewer in flight, no spills.)
-    constexpr int kBatch = FmtTraits<F>::kInt ? (NR == 1                           ? 4
-                                                 : H && F == WFmt::kInt4 && NR > 2 ? 1
-                                                                                   : 2)
+    // (Integer chunks hold 2-4x the weights and int4 a scale|zero word each: fewer in flight, no spills;
+    // sm_70's code of int4 tiles of 3-4 rows with f16/bf16 operands holds one chunk: two spilled there.)
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+    constexpr bool kOneInt4 = H && F == WFmt::kInt4 && NR > 2;
+#else
+    constexpr bool kOneInt4 = false;
+#endif
+    constexpr int kBatch = FmtTraits<F>::kInt ? (NR == 1    ? 4
+                                                 : kOneInt4 ? 1
+                                                            : 2)
                            : NR == 1          ? 8
                            : NR == 2          ? 4
                                               : 2;
