@@ -16,6 +16,9 @@
 // 2^23 + z, giving q - z); products are explicit fmaf in element order. int8: the row's sum times its f16
 // scale at the end; int4: each chunk's sum (one group: group % 32 == 0) times the group's scale, added
 // to the row's sum by fmaf. The same per-row order in every tile width: batch invariant like the rest.
+// Every float operation on a row's path is explicitly rounded (__fmaf_rn, __fadd_rn, __fmul_rn, __h*2_rn):
+// a plain `a * b + c` is fused or not as the compiler's code around it allows, differently in the one-row
+// and the tile kernels (scripts/ptx-contraction.py checks the PTX; scripts/cuda-check.sh runs it).
 #include <cuda_fp16.h>
 
 #include <algorithm>
@@ -121,8 +124,8 @@ __device__ __forceinline__ __half2 h2_bits(uint32_t u) {
 __device__ __forceinline__ void int8_pairs(uint32_t v, __half2* w) {
     const uint32_t f = v ^ 0x80808080u;
     const __half2 k1152 = h2_bits(0x64806480u);
-    w[0] = __hsub2(h2_bits(__byte_perm(f, 0x64u, 0x4140u)), k1152);
-    w[1] = __hsub2(h2_bits(__byte_perm(f, 0x64u, 0x4342u)), k1152);
+    w[0] = __hsub2_rn(h2_bits(__byte_perm(f, 0x64u, 0x4140u)), k1152);
+    w[1] = __hsub2_rn(h2_bits(__byte_perm(f, 0x64u, 0x4342u)), k1152);
 }
 
 // One int8 chunk (16 codes) times NR staged rows (f16 pairs in input order; xh: the chunk's 2 uint4 of row
@@ -138,7 +141,7 @@ __device__ __forceinline__ void int8_chunk_half(const uint4& q, const uint4* xh,
     for (int j = 0; j < NR; ++j) {
         const uint4 xa = xh[j * stride], xb = xh[j * stride + 1];
         const uint32_t xw[8] = {xa.x, xa.y, xa.z, xa.w, xb.x, xb.y, xb.z, xb.w};
-        __half2 ch = __hmul2(w[0], h2_bits(xw[0]));
+        __half2 ch = __hmul2_rn(w[0], h2_bits(xw[0]));
 #pragma unroll
         for (int i = 1; i < 8; ++i) ch = __hfma2(w[i], h2_bits(xw[i]), ch);
         const float2 f = __half22float2(ch);
@@ -158,7 +161,7 @@ __device__ __forceinline__ void int4_chunk_half(const uint4& q, uint32_t meta, c
     const uint32_t zl = __byte_perm(meta, 0x64u, 0x4242u);        // (1024 + z) in both halves
     const uint32_t zh = ((zl << 4) & 0x00f000f0u) | 0x64006400u;  // (1024 + 16 z) in both halves
     const __half2 sixteenth = h2_bits(0x2c002c00u);
-    const __half2 nz = __hmul2(h2_bits(zh), h2_bits(0xac00ac00u));  // -(64 + z), exact
+    const __half2 nz = __hmul2_rn(h2_bits(zh), h2_bits(0xac00ac00u));  // -(64 + z), exact
     const __half2 zlh = h2_bits(zl);
     const float s = f16_to_f32(static_cast<uint16_t>(meta & 0xffffu));
     const uint32_t v[4] = {q.x, q.y, q.z, q.w};
@@ -169,16 +172,16 @@ __device__ __forceinline__ void int4_chunk_half(const uint4& q, uint32_t meta, c
 #pragma unroll
         for (int k = 0; k < 2; ++k) {
             const uint32_t a = v[2 * p + k], b = a >> 8, magic = 0x64006400u;
-            w[4 * k] = __hsub2(h2_bits(and_or<0x000f000fu>(a, magic)), zlh);
+            w[4 * k] = __hsub2_rn(h2_bits(and_or<0x000f000fu>(a, magic)), zlh);
             w[4 * k + 1] = __hfma2(h2_bits(and_or<0x00f000f0u>(a, magic)), sixteenth, nz);
-            w[4 * k + 2] = __hsub2(h2_bits(and_or<0x000f000fu>(b, magic)), zlh);
+            w[4 * k + 2] = __hsub2_rn(h2_bits(and_or<0x000f000fu>(b, magic)), zlh);
             w[4 * k + 3] = __hfma2(h2_bits(and_or<0x00f000f0u>(b, magic)), sixteenth, nz);
         }
 #pragma unroll
         for (int j = 0; j < NR; ++j) {
             const uint4 xa = xh[j * stride + 2 * p], xb = xh[j * stride + 2 * p + 1];
             const uint32_t xw[8] = {xa.x, xa.y, xa.z, xa.w, xb.x, xb.y, xb.z, xb.w};
-            __half2 c = __hmul2(w[0], h2_bits(xw[0]));
+            __half2 c = __hmul2_rn(w[0], h2_bits(xw[0]));
 #pragma unroll
             for (int i = 1; i < 8; ++i) c = __hfma2(w[i], h2_bits(xw[i]), c);
             ch[p][j] = c;
@@ -434,10 +437,10 @@ __device__ __forceinline__ void gemv_tile(const uint4* __restrict__ wrow, const 
 #pragma unroll
                     for (int h = 0; h < kPer / 4; ++h) {
                         const float4 xv = xs[j * in4 + c * (kPer / 4) + h];
-                        acc[j] += xv.x * wv[4 * h];
-                        acc[j] += xv.y * wv[4 * h + 1];
-                        acc[j] += xv.z * wv[4 * h + 2];
-                        acc[j] += xv.w * wv[4 * h + 3];
+                        acc[j] = __fmaf_rn(xv.x, wv[4 * h], acc[j]);
+                        acc[j] = __fmaf_rn(xv.y, wv[4 * h + 1], acc[j]);
+                        acc[j] = __fmaf_rn(xv.z, wv[4 * h + 2], acc[j]);
+                        acc[j] = __fmaf_rn(xv.w, wv[4 * h + 3], acc[j]);
                     }
                 }
             }
@@ -472,10 +475,10 @@ __device__ __forceinline__ float gemv_loaded(const uint4* q, const uint32_t* m, 
 #pragma unroll
             for (int h = 0; h < kPer / 4; ++h) {
                 const float4 xv = xs[c * (kPer / 4) + h];
-                acc += xv.x * wv[4 * h];
-                acc += xv.y * wv[4 * h + 1];
-                acc += xv.z * wv[4 * h + 2];
-                acc += xv.w * wv[4 * h + 3];
+                acc = __fmaf_rn(xv.x, wv[4 * h], acc);
+                acc = __fmaf_rn(xv.y, wv[4 * h + 1], acc);
+                acc = __fmaf_rn(xv.z, wv[4 * h + 2], acc);
+                acc = __fmaf_rn(xv.w, wv[4 * h + 3], acc);
             }
         }
     }
@@ -535,6 +538,19 @@ __global__ void __launch_bounds__(kThreads, min_blocks_per_sm<F, O, kTile>())
         if constexpr (F == WFmt::kF16) return 0x1p112f;
         if constexpr (F == WFmt::kInt8) return f16_to_f32(static_cast<const uint16_t*>(im.meta)[o]);
         return 1.0f;
+    };
+    // Output o of staged row j from the warps' sums red[warp .. warp + kSplit)[j] (shared by the one-row
+    // path and every tile width): the sums added in split order, times back (kH: 2^-sx, exact) and one
+    // fma with the row factor and the bias. Explicitly rounded (no mul/add left for the compiler to fuse
+    // or not: NVVM fuses only inside a basic block and ptxas as its schedule allows, so the same
+    // `sum * post + bias` rounded once in the tile kernels and twice in the one-row path; a row alone and
+    // in a batch then differed in the last bit. scripts/ptx-contraction.py checks the PTX for such pairs).
+    auto finish = [&](const float(*sums)[kTile], int w0, int j, float back, float post, int64_t o) {
+        float s = 0.0f;
+#pragma unroll
+        for (int k = 0; k < kSplit; ++k) s = __fadd_rn(s, sums[w0 + k][j]);
+        if constexpr (kH) s = __fmul_rn(s, back);
+        return __fmaf_rn(s, post, load_vec(bias, o));
     };
     auto meta_row = [&](int64_t o) {
         return F == WFmt::kInt4 ? static_cast<const uint32_t*>(im.meta) + o * groups_per_row : nullptr;
@@ -615,13 +631,10 @@ __global__ void __launch_bounds__(kThreads, min_blocks_per_sm<F, O, kTile>())
                         int seg = 0;
                         int64_t col = o;
                         while (seg < 2 && col >= dst.n[seg]) col -= dst.n[seg++];
-                        float total = 0.0f;
-#pragma unroll
-                        for (int k = 0; k < kSplit; ++k) total += red[warp + k][0];
-                        if constexpr (kH) total *= xback[0];  // exact: a power of two
-                        total = total * post_of(o) + load_vec(bias, o);
+                        const float total = finish(red, warp, 0, kH ? xback[0] : 1.0f, post_of(o), o);
                         if (dst.y[seg] != nullptr) dst.y[seg][r * dst.n[seg] + col] = total;
-                        if (dst.residual != nullptr) dst.residual[r * out + o] += total;
+                        if (dst.residual != nullptr)
+                            dst.residual[r * out + o] = __fadd_rn(dst.residual[r * out + o], total);
                     }
                     __syncthreads();
                 }
@@ -684,13 +697,10 @@ __global__ void __launch_bounds__(kThreads, min_blocks_per_sm<F, O, kTile>())
                 int64_t col = o;
                 while (seg < 2 && col >= dst.n[seg]) col -= dst.n[seg++];
                 const int j = lane;
-                float sum = 0.0f;
-#pragma unroll
-                for (int k = 0; k < kSplit; ++k) sum += red[warp + k][j];
-                if constexpr (kH) sum *= xback[j];  // exact: a power of two
-                sum = sum * post_of(o) + load_vec(bias, o);
+                const float sum = finish(red, warp, j, kH ? xback[j] : 1.0f, post_of(o), o);
                 if (dst.y[seg] != nullptr) dst.y[seg][(r0 + j) * dst.n[seg] + col] = sum;
-                if (dst.residual != nullptr) dst.residual[(r0 + j) * out + o] += sum;
+                if (dst.residual != nullptr)
+                    dst.residual[(r0 + j) * out + o] = __fadd_rn(dst.residual[(r0 + j) * out + o], sum);
             }
             __syncthreads();  // red is reused by the next group
         }
