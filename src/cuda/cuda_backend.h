@@ -93,6 +93,14 @@ class CudaBackend final : public ops::Backend {
     void attention(const ops::AttentionArgs& a) override;
     void router(const ops::RouterArgs& a) override;
     void experts(const ops::ExpertsArgs& a) override;
+    // The dispatch variant experts() runs the generated rows of `a` on (its prompt rows take the prompt
+    // GEMM where that is chosen): "experts_mma_m16n8k16" on sm_80+ unless the process never batches two
+    // sequences (--max-num-seqs 1, WorkspaceLimits::max_seqs == 1: reserve()) or the operands are f32;
+    // then "experts_gemv_mxfp4_f16x2", which the MMA row always has beneath it; the basic
+    // "experts_warp_mxfp4_3pass" only for shapes or formats the fast kernels do not take, or when they
+    // are left out (--cuda-kernels basic, VOLT_CUDA_KERNELS_OFF). Fixed by the process and the weights,
+    // never by the batch.
+    const char* experts_kernel(const ops::ExpertsArgs& a) const;
     void add(const ops::AddArgs& a) override;
     void sample(const ops::SampleArgs& a) override;
     // One cudaMemcpyAsync per block of each pool (and of each int8 scale pool) on the stream, no wait (the

@@ -511,6 +511,57 @@ TEST(CudaOps, RouterAndExpertsMatchCpu) {
     }
 }
 
+// Which kernel takes the generated rows of MXFP4 experts: the GEMV under --max-num-seqs 1, the MMA kernel
+// otherwise on sm_80+ (f16/bf16 operands), the GEMV under f32 operands; never the basic kernel while a fast
+// one is chosen. (A process with --max-num-seqs 1 once fell through to the basic kernel on sm_80+: every
+// answer right, decode 4x and prefill 100x slower, and no correctness test could see it.)
+TEST(CudaOps, ExpertsKernelFollowsMaxNumSeqs) {
+    auto probe = make_backend("half");
+    VOLT_NEED_GPU(probe);
+    const int64_t H = 64, I = 64, E = 4, k = 2;
+    std::vector<uint8_t> b1(E * 2 * I * H / 2, 0x11), s1(E * 2 * I * H / 32, 127), b2(E * H * I / 2, 0x11),
+        s2(E * H * I / 32, 127);
+    const std::vector<uint16_t> bias1 = to_bf16(randn(E * 2 * I, 1, 0.5f)),
+                                bias2 = to_bf16(randn(E * H, 2, 0.5f));
+    const ops::ExpertWeights gu{ops::Format::kMxfp4,
+                                b1.data(),
+                                s1.data(),
+                                nullptr,
+                                {ops::Format::kBf16, bias1.data(), E * 2 * I},
+                                E,
+                                2 * I,
+                                H};
+    const ops::ExpertWeights dn{ops::Format::kMxfp4,
+                                b2.data(),
+                                s2.data(),
+                                nullptr,
+                                {ops::Format::kBf16, bias2.data(), E * H},
+                                E,
+                                H,
+                                I};
+    const bool fast_chosen = probe->dispatch().uses(OpKind::kExperts, "experts_gemv_mxfp4_f16x2") ||
+                             probe->dispatch().uses(OpKind::kExperts, "experts_mma_m16n8k16");
+    const bool mma_chosen = probe->dispatch().uses(OpKind::kExperts, "experts_mma_m16n8k16");
+    for (const char* dtype : {"half", "bfloat16", "float"}) {
+        for (int64_t seqs : {1, 2, 32}) {
+            auto gpu = make_backend(dtype);
+            ASSERT_TRUE(gpu);
+            ASSERT_TRUE(gpu->reserve({.max_tokens = 64, .max_seqs = seqs, .max_seq_len = 128}).is_ok());
+            std::vector<ops::Buffer> owned;
+            auto dgu = gpu->place_experts(gu, &owned);
+            auto ddn = gpu->place_experts(dn, &owned);
+            ASSERT_TRUE(dgu.is_ok() && ddn.is_ok());
+            const ops::ExpertsArgs a{nullptr, nullptr, nullptr, *dgu, *ddn, nullptr, 8, k, 7.0f, 1.702f};
+            const std::string got = gpu->experts_kernel(a);
+            const std::string want = !fast_chosen ? "experts_warp_mxfp4_3pass"
+                                     : mma_chosen && seqs > 1 && std::string(dtype) != "float"
+                                         ? "experts_mma_m16n8k16"
+                                         : "experts_gemv_mxfp4_f16x2";
+            EXPECT_EQ(got, want) << dtype << ", max_seqs " << seqs << ", " << describe(gpu->dispatch());
+        }
+    }
+}
+
 TEST(CudaOps, SampleDrawsWhatTheCpuDraws) {
     auto gpu = make_backend("float");
     VOLT_NEED_GPU(gpu);
