@@ -13,6 +13,10 @@
 #   5. llama-bench -ngl 99 -fa 1 (CUDA graphs: its default): -p 512,2048 -n 128 -r 3 (pp512, pp2048, tg128 at
 #      depth 0), then -p 0 -n 128 -d 2048,32768 -r 3 (tg128 after 2,048 and 32,768 tokens: the same decode
 #      contexts), medians of llama-bench's samples.
+# The whole of it does not fit one call (make-model 255 s and the llama.cpp build 336 s share the 16 cores; the
+# voltllm processes load 13 GB each): run it twice on the warm machine. VOLT_COMPARE_PREP_ONLY=1 (call A1)
+# builds llama.cpp (16 jobs), writes and converts the checkpoint, and stops; the second run (call A2) finds
+# /tmp/llama-build built and the checkpoint written and goes straight to steps 3-5.
 # Output ($OUT, 2 files): compare_a.jsonl (one line a figure: figure, engine, value = median, repeats, command,
 # versions; read_bandwidth and model_config lines for the table) and compare_a_logs.tar.gz.
 # Leaves for call B (serve_20b.sh, right after, the machine warm): /tmp/llama-build (built), /tmp/volt-compare
@@ -46,9 +50,17 @@ if [ -n "${VOLT_LLAMA_BIN:-}" ]; then
   LB=$VOLT_LLAMA_BIN
   echo 0 >"$W/build.rc"
   BUILD_PID=
+elif [ -x /tmp/llama-build/build/bin/llama-bench ] && [ -x /tmp/llama-build/build/bin/llama-server ] &&
+  [ -x /tmp/llama-build/build/bin/llama-perplexity ]; then
+  LB=/tmp/llama-build/build/bin  # built by an earlier call on this (warm) machine
+  echo 0 >"$W/build.rc"
+  BUILD_PID=
+  emit "{\"step\": \"build_llama\", \"reused\": \"/tmp/llama-build\", \"at_s\": $(since)}"
 else
   LB=/tmp/llama-build/build/bin
-  (VOLT_LLAMA_JOBS=14 OUT=$W/logs nice -n 10 bash bench/compare/build_llama.sh >"$W/logs/build_llama.out" 2>&1
+  jobs=14
+  [ "${VOLT_COMPARE_PREP_ONLY:-0}" = 1 ] && jobs=16
+  (VOLT_LLAMA_JOBS=$jobs OUT=$W/logs nice -n 10 bash bench/compare/build_llama.sh >"$W/logs/build_llama.out" 2>&1
    echo $? >"$W/build.rc") &
   BUILD_PID=$!
 fi
@@ -69,7 +81,7 @@ else
   pre=()
   if [ ! -f "$M/config.json" ]; then
     "$V" --log-level warning make-model --preset 20b --seed 20261202 --tokenizer-dir "$W/models" \
-      --out "$M" --threads 6 >"$W/logs/make_model.log" 2>&1
+      --out "$M" --threads "$([ "${VOLT_COMPARE_PREP_ONLY:-0}" = 1 ] && echo 16 || echo 6)" >"$W/logs/make_model.log" 2>&1
     emit "{\"step\": \"make_model\", \"rc\": $?, \"at_s\": $(since), \"bytes\": $(du -sb "$M" | cut -f1)}"
   fi
 fi
@@ -81,6 +93,16 @@ fi
 echo "$M" >"$W/model_dir"
 echo "$G" >"$W/gguf_path"
 emit "{\"figure\": \"model_config\", \"engine\": \"-\", \"model\": \"$MODEL\", \"config\": $(tr -d '\n' <"$M/config.json")}"
+if [ "${VOLT_COMPARE_PREP_ONLY:-0}" = 1 ]; then  # call A1: the build and the checkpoint only
+  if [ -n "$BUILD_PID" ]; then
+    while kill -0 "$BUILD_PID" 2>/dev/null && [ "$(since)" -lt "$DEADLINE" ]; do sleep 2; done
+    kill -0 "$BUILD_PID" 2>/dev/null && echo 124 >"$W/build.rc"
+  fi
+  emit "{\"step\": \"build_llama\", \"rc\": $(cat "$W/build.rc"), \"at_s\": $(since)}"
+  emit "{\"step\": \"prep_only_done\", \"at_s\": $(since)}"
+  tar -C "$W" -czf "$OUT/compare_a_logs.tar.gz" logs
+  exit 0
+fi
 
 # ---- 3. read bandwidth ----
 bandwidth() {
