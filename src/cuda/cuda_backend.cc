@@ -151,6 +151,10 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(const CudaOptions& o) {
         dev.name, dev.cc_string(), dev.sm_count, dev.total_bytes / 1073741824.0, dev.driver_version,
         dev.runtime_version, dev.kernel_arch);
     spdlog::info("cuda: dtype {} (operands), kernels: {}", operand_name(op), describe(b->dispatch_));
+    if (o.single_sequence && b->dispatch_.uses(OpKind::kExperts, "experts_mma_m16n8k16"))
+        spdlog::info(
+            "cuda: --max-num-seqs 1: generated expert rows take experts_gemv_mxfp4_f16x2 (one token is "
+            "faster there than on the MMA kernel)");
     spdlog::info("cuda: cuBLAS {}", b->cublas_status_);
     return b;
 }
@@ -832,7 +836,7 @@ const char* CudaBackend::experts_kernel(const ops::ExpertsArgs& a) const {
     const bool mma_chosen = dispatch_.uses(OpKind::kExperts, kMma);
     // One token reads its 4 experts either way; the MMA path's extra launches cost more than its fewer
     // instructions gain, so a process that never batches two sequences keeps the GEMV.
-    if (mma_chosen && limits_.max_seqs != 1 && experts_mma_eligible(a, operand_)) return kMma;
+    if (mma_chosen && !options_.single_sequence && experts_mma_eligible(a, operand_)) return kMma;
     // The MMA row stands above the GEMV in the dispatch table (min_cc 80 over 70): where it is chosen, the
     // GEMV is usable too.
     if ((mma_chosen || dispatch_.uses(OpKind::kExperts, kGemv)) && experts_gemv_eligible(a)) return kGemv;

@@ -511,10 +511,11 @@ TEST(CudaOps, RouterAndExpertsMatchCpu) {
     }
 }
 
-// Which kernel takes the generated rows of MXFP4 experts: the GEMV under --max-num-seqs 1, the MMA kernel
-// otherwise on sm_80+ (f16/bf16 operands), the GEMV under f32 operands; never the basic kernel while a fast
-// one is chosen. (A process with --max-num-seqs 1 once fell through to the basic kernel on sm_80+: every
-// answer right, decode 4x and prefill 100x slower, and no correctness test could see it.)
+// Which kernel takes the generated rows of MXFP4 experts: the GEMV under --max-num-seqs 1
+// (CudaOptions::single_sequence), the MMA kernel otherwise on sm_80+ (f16/bf16 operands), the GEMV under f32
+// operands; never the basic kernel while a fast one is chosen, and never changed by reserve(). (A process
+// with --max-num-seqs 1 once fell through to the basic kernel on sm_80+: every answer right, decode 4x and
+// prefill 100x slower, which no correctness test could see.)
 TEST(CudaOps, ExpertsKernelFollowsMaxNumSeqs) {
     auto probe = make_backend("half");
     VOLT_NEED_GPU(probe);
@@ -542,22 +543,33 @@ TEST(CudaOps, ExpertsKernelFollowsMaxNumSeqs) {
     const bool fast_chosen = probe->dispatch().uses(OpKind::kExperts, "experts_gemv_mxfp4_f16x2") ||
                              probe->dispatch().uses(OpKind::kExperts, "experts_mma_m16n8k16");
     const bool mma_chosen = probe->dispatch().uses(OpKind::kExperts, "experts_mma_m16n8k16");
+    const char* env = std::getenv("VOLT_CUDA_TEST_KERNELS");
     for (const char* dtype : {"half", "bfloat16", "float"}) {
-        for (int64_t seqs : {1, 2, 32}) {
-            auto gpu = make_backend(dtype);
-            ASSERT_TRUE(gpu);
-            ASSERT_TRUE(gpu->reserve({.max_tokens = 64, .max_seqs = seqs, .max_seq_len = 128}).is_ok());
+        for (bool single : {true, false}) {
+            CudaOptions o;
+            o.dtype = dtype;
+            o.cuda_kernels = env != nullptr && *env != 0 ? std::string(env) : "auto";
+            o.single_sequence = single;
+            auto created = CudaBackend::create(o);
+            if (!created.is_ok()) continue;  // bfloat16 under the Volta kernels
+            CudaBackend& gpu = **created;
             std::vector<ops::Buffer> owned;
-            auto dgu = gpu->place_experts(gu, &owned);
-            auto ddn = gpu->place_experts(dn, &owned);
+            auto dgu = gpu.place_experts(gu, &owned);
+            auto ddn = gpu.place_experts(dn, &owned);
             ASSERT_TRUE(dgu.is_ok() && ddn.is_ok());
             const ops::ExpertsArgs a{nullptr, nullptr, nullptr, *dgu, *ddn, nullptr, 8, k, 7.0f, 1.702f};
-            const std::string got = gpu->experts_kernel(a);
             const std::string want = !fast_chosen ? "experts_warp_mxfp4_3pass"
-                                     : mma_chosen && seqs > 1 && std::string(dtype) != "float"
+                                     : mma_chosen && !single && std::string(dtype) != "float"
                                          ? "experts_mma_m16n8k16"
                                          : "experts_gemv_mxfp4_f16x2";
-            EXPECT_EQ(got, want) << dtype << ", max_seqs " << seqs << ", " << describe(gpu->dispatch());
+            const std::string what =
+                std::string(dtype) + (single ? ", single sequence, " : ", ") + describe(gpu.dispatch());
+            EXPECT_EQ(gpu.experts_kernel(a), want) << what;
+            // reserve() grows buffers only: the choice stays (batch invariance across the process).
+            ASSERT_TRUE(
+                gpu.reserve({.max_tokens = 64, .max_seqs = single ? 1 : 32, .max_seq_len = 128}).is_ok());
+            ASSERT_TRUE(gpu.reserve({.max_tokens = 64, .max_seqs = 64, .max_seq_len = 128}).is_ok());
+            EXPECT_EQ(gpu.experts_kernel(a), want) << what << ", after reserve";
         }
     }
 }
