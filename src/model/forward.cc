@@ -19,7 +19,7 @@ int64_t stage(std::vector<uint8_t>& staging, const T* src, int64_t n) {
 }
 }  // namespace
 
-Result<ForwardBatch> StepUpload::upload(ops::Backend& backend, const HostStep& s) {
+Result<ForwardBatch> StepUpload::upload(ops::Backend& backend, const HostStep& s, ops::Buffer* pinned) {
     staging_.clear();
     const int64_t T = s.num_tokens(), S = s.num_seqs();
     VOLT_CHECK_EQ(static_cast<int64_t>(s.positions.size()), T);
@@ -38,7 +38,16 @@ Result<ForwardBatch> StepUpload::upload(ops::Backend& backend, const HostStep& s
     }
     const auto bytes = static_cast<int64_t>(staging_.size());
     if (device_.bytes() < bytes) VOLT_RETURN_IF_ERROR(reserve(backend, bytes * 5 / 4));
-    backend.upload_async(device_.data(), staging_.data(), bytes);
+    if (pinned != nullptr) {
+        if (pinned->bytes() < bytes) {
+            *pinned = ops::Buffer();
+            VOLT_ASSIGN_OR_RETURN(*pinned, backend.alloc_host(std::max<int64_t>(bytes * 5 / 4, 4096)));
+        }
+        std::memcpy(pinned->data(), staging_.data(), static_cast<size_t>(bytes));
+        backend.upload_pinned(device_.data(), pinned->data(), bytes);
+    } else {
+        backend.upload_async(device_.data(), staging_.data(), bytes);
+    }
     auto* base = static_cast<uint8_t*>(device_.data());
     ForwardBatch b;
     b.num_tokens = T;

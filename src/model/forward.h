@@ -60,8 +60,11 @@ struct HostStep {
 class StepUpload {
   public:
     // Without waiting for the device (Backend::upload_async): the buffer is reused by the next upload,
-    // which is ordered after this step's ops.
-    Result<ForwardBatch> upload(ops::Backend& backend, const HostStep& step);
+    // which is ordered after this step's ops. With `pinned` (a Buffer of Backend::alloc_host, grown here
+    // when too small) the bytes are packed into it and sent with Backend::upload_pinned: pinned must then
+    // stay untouched until an Event recorded after this call was waited (the asynchronous executor keeps
+    // one per step in flight). Errors: out of (device or pinned) memory.
+    Result<ForwardBatch> upload(ops::Backend& backend, const HostStep& step, ops::Buffer* pinned = nullptr);
     // Grows the device buffer to `bytes` now (a graph's inputs keep their addresses when every later
     // step fits).
     Status reserve(ops::Backend& backend, int64_t bytes);
