@@ -398,8 +398,10 @@ Result<std::unique_ptr<Executor>> make_executor(const EngineFlags& f,
     }
     if (f.device.device == "cuda") {
         VOLT_ASSIGN_OR_RETURN(auto backend, make_backend(engine_device(f)));
-        VOLT_ASSIGN_OR_RETURN(
-            auto ex, BackendExecutor::create(weights, std::move(backend), kv_format, 1, offload.layers));
+        // Two steps in flight: the engine schedules and stages step N+1 while the GPU runs step N
+        // (BackendExecutor's asynchronous path).
+        VOLT_ASSIGN_OR_RETURN(auto ex, BackendExecutor::create(weights, std::move(backend), kv_format,
+                                                               kCudaStepsInFlight, offload.layers));
         ex->set_enforce_eager(f.enforce_eager);
         if (config) VOLT_RETURN_IF_ERROR(plan_device_memory(f, *ex, config));
         return std::unique_ptr<Executor>(std::move(ex));

@@ -33,6 +33,10 @@ using engine::EngineConfig;
 using engine::Executor;
 class BackendExecutor;
 
+// Steps in flight of the engine on one GPU (TP = PP = 1: BackendExecutor's asynchronous path); the CPU
+// and tensor / pipeline parallel ranks run one (synchronous).
+inline constexpr int kCudaStepsInFlight = 2;
+
 struct EngineFlags {
     EngineConfig config;
     double swap_space_gib = 4.0;             // --swap-space; also sets config.swap_space_bytes

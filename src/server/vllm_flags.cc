@@ -28,7 +28,8 @@ constexpr VllmFlag kFlags[] = {
      "requires `Authorization: Bearer KEY` on every route but /health (one key; vLLM leaves more routes "
      "open)"},
     {"--async-scheduling", "", A::kSwitch, S::kAcceptedWithNotice, O::kVllm, true,
-     "ignored: voltllm's engine loop has one scheduling mode"},
+     "ignored: on one GPU the engine always schedules the next step while the GPU runs the current one "
+     "(two steps in flight); the CPU and TP/PP ranks run one step at a time"},
     {"--block-size", "", A::kValue, S::kHonoured, O::kVllm, false, "tokens per KV-cache block (default 16)"},
     {"--chat-template", "", A::kValue, S::kAcceptedWithNotice, O::kVllm, false,
      "ignored: gpt-oss prompts are rendered by the built-in harmony renderer, not a Jinja template"},

@@ -235,8 +235,9 @@ TEST(VllmFlags, GptOssRecipe) {
               split("--tool-call-parser openai --enable-auto-tool-choice --reasoning-parser "
                     "openai_gptoss"));
     EXPECT_EQ(r->notices,
-              std::vector<std::string>{"--async-scheduling: ignored: voltllm's engine loop has one "
-                                       "scheduling mode"});
+              std::vector<std::string>{"--async-scheduling: ignored: on one GPU the engine always schedules "
+                                       "the next step while the GPU runs the current one (two steps in "
+                                       "flight); the CPU and TP/PP ranks run one step at a time"});
 }
 
 // A caller that implements only some honoured flags gets notices for the others, not parser errors.
