@@ -784,6 +784,11 @@ Status BackendExecutor::collect(StepHandle handle, StepResult* result) {
     f.done->wait();  // the step's ops, its download into out_pinned, and its staging buffers are done
     ++async_collected_;
     const auto* out = static_cast<const uint8_t*>(f.out_pinned.data());
+    if (f.rows.empty()) {  // a step of prompt chunks that draw nothing: nothing was downloaded
+        result->tokens.clear();
+        result->logprobs.clear();
+        return Status::ok();
+    }
     fill_result(f.rows, reinterpret_cast<const int32_t*>(out), reinterpret_cast<const float*>(out + f.out_lp),
                 reinterpret_cast<const int32_t*>(out + f.out_top_ids),
                 reinterpret_cast<const float*>(out + f.out_top_lp), kMaxLogprobs, result);
@@ -871,8 +876,10 @@ Status BackendExecutor::stage_sampling(const StepBatch& b, int32_t* tokens_in, c
     f->out_lp = o.out_lp;
     f->out_top_ids = o.out_top_ids;
     f->out_top_lp = o.out_top_lp;
-    std::memcpy(pinned.data(), s.data(), static_cast<size_t>(bytes));
-    be.upload_pinned(base, pinned.data(), bytes);
+    if (bytes > 0) {
+        std::memcpy(pinned.data(), s.data(), static_cast<size_t>(bytes));
+        be.upload_pinned(base, pinned.data(), bytes);
+    }
     return Status::ok();
 }
 
@@ -900,6 +907,7 @@ Status BackendExecutor::enqueue_step(const StepBatch& b, AsyncStep* f) {
     Rank& r = group_->rank(0);
     RankState& st = states_[0];
     ops::Backend& be = *r.backend;
+    be.bind_thread();  // the engine's thread enqueues (a GPU other than device 0 must be current)
     const int64_t V = weights_->config.vocab_size;
     const int64_t V_real = b.vocab_size_real > 0 ? b.vocab_size_real : V;
     builder_.apply_table_updates(b);
@@ -933,7 +941,7 @@ Status BackendExecutor::enqueue_step(const StepBatch& b, AsyncStep* f) {
     be.move_ids({reinterpret_cast<const ops::IdMove*>(o.base + o.post_moves), o.num_post, false});
     for (const LogitsRow& row : b.logits_rows)
         if (row.feeds_slot) fed_[b.seq_slots[row.seq]] = 1;
-    be.download_async(f->out_pinned.data(), o.base, o.out_bytes);
+    if (o.out_bytes > 0) be.download_async(f->out_pinned.data(), o.base, o.out_bytes);
     f->done->record();
     ++step_count_;
     return Status::ok();

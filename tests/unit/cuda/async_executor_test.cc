@@ -2,9 +2,9 @@
 // `cuda`, inside cuda_backend_test; skipped where no GPU is found), on the tiny-mxfp4 golden checkpoint:
 // the engine with two steps in flight (step N+1 enqueued before step N's ids reach the host, its
 // DeferredToken ids and penalty histories moved on the device from the last draw of each seq_slot) gives
-// the tokens and logprobs of the synchronous engine (one step in flight) bitwise: greedy, seeded sampling
-// with top-k / top-p, repetition / frequency / presence penalties, logprobs, n > 1 choices, staggered
-// arrivals, stop ids, and a KV pool small enough to preempt by swapping; with CUDA graphs and with
+// the tokens and logprobs of the synchronous engine (one step in flight, SyncExecutor) bitwise: greedy,
+// seeded sampling with top-k / top-p, repetition / frequency / presence penalties, logprobs, n > 1 choices,
+// staggered arrivals, stop ids, and a KV pool small enough to preempt by swapping; with CUDA graphs and with
 // --enforce-eager. The CPU twin of these checks (the same code path on the CPU backend):
 // tests/unit/engine/engine_test.cc PipelinedEngineTest.*_device, swap_test.cc.
 #include <gtest/gtest.h>
@@ -54,14 +54,18 @@ struct RunInfo {
     int64_t deferred = 0, graph_replays = 0, most_in_flight = 0, swapped = 0;
 };
 
-// The jobs through an EngineCore over the CUDA executor with `in_flight` steps in flight. Empty: no GPU.
-std::vector<Out> run(const std::vector<Job>& jobs, int in_flight, bool eager, int64_t blocks, RunInfo* info) {
+// The jobs through an EngineCore over the CUDA executor with `in_flight` steps in flight; on_host: the
+// synchronous executor (SyncExecutor: each step computed in submit, the executor before the asynchronous
+// path). Empty: no GPU.
+std::vector<Out> run(const std::vector<Job>& jobs, int in_flight, bool eager, int64_t blocks, RunInfo* info,
+                     bool on_host = false) {
     auto backend = CudaBackend::create({.dtype = "half"});
     if (!backend.is_ok()) return {};
     auto ex_or = executor::BackendExecutor::create(tiny(), std::move(*backend), ops::Format::kF16, in_flight);
     VOLT_CHECK(ex_or.is_ok()) << ex_or.status().to_string();
     executor::BackendExecutor& ex = **ex_or;
     ex.set_enforce_eager(eager);
+    ex.set_resolve_on_host(on_host);
     engine::EngineConfig cfg;
     cfg.block_size = 16;
     cfg.max_num_seqs = 16;
@@ -163,9 +167,13 @@ TEST_P(AsyncCudaExecutor, TwoStepsInFlightEqualOneBitwise) {
     const bool eager = GetParam();
     const int64_t vocab = tiny()->config.vocab_size;
     const std::vector<Job> js = jobs(vocab);
-    RunInfo sync_info, async_info;
-    const auto sync = run(js, 1, eager, 512, &sync_info);
+    RunInfo sync_info, one_info, async_info;
+    const auto sync = run(js, 1, eager, 512, &sync_info, /*on_host=*/true);
     if (sync.empty()) GTEST_SKIP() << "no CUDA device";
+    EXPECT_FALSE(sync_info.async);
+    // The asynchronous path with one step in flight, then with two.
+    const auto one = run(js, 1, eager, 512, &one_info);
+    expect_same(one, sync, eager ? "eager, 1 in flight" : "graphs, 1 in flight");
     const auto piped = run(js, 2, eager, 512, &async_info);
     EXPECT_TRUE(async_info.async);
     EXPECT_GE(async_info.most_in_flight, 1) << "the engine never kept a step in flight";
@@ -183,7 +191,7 @@ TEST_P(AsyncCudaExecutor, SwapPreemptionWithTwoStepsInFlightEqualsTheRoomyRun) {
     const bool eager = GetParam();
     const std::vector<Job> js = jobs(tiny()->config.vocab_size);
     RunInfo roomy_info, tight_info;
-    const auto roomy = run(js, 1, eager, 512, &roomy_info);
+    const auto roomy = run(js, 1, eager, 512, &roomy_info, /*on_host=*/true);
     if (roomy.empty()) GTEST_SKIP() << "no CUDA device";
     const auto tight = run(js, 2, eager, 24, &tight_info);
     EXPECT_GT(tight_info.swapped, 0);
@@ -203,7 +211,7 @@ TEST_P(AsyncCudaExecutor, StopIdsEqualTheSynchronousRun) {
         if (js[i].params.n == 1 && free_run[i].tokens[0].size() > 3)
             js[i].params.stop_token_ids = {free_run[i].tokens[0][3]};
     RunInfo a, b;
-    const auto sync = run(js, 1, eager, 512, &a);
+    const auto sync = run(js, 1, eager, 512, &a, /*on_host=*/true);
     const auto piped = run(js, 2, eager, 512, &b);
     expect_same(piped, sync, "stop ids");
 }

@@ -452,6 +452,30 @@ TEST_P(PipelinedEngineTest, PromptLogprobsAnyChunkSizeEqualTheContiguousForward)
     check_prompt_logprobs_any_chunk_size(random_model(c, 12), in_flight());
 }
 
+// The asynchronous path against SyncExecutor itself (the other tests compare each path with its own
+// synchronous run): greedy and seeded requests, penalties, logprobs, n = 3, a preempting pool.
+TEST(EngineTest, AsynchronousPathEqualsTheSynchronousExecutor) {
+    auto jobs = mixed_jobs(true);
+    for (size_t i = 0; i < jobs.size(); i += 3) {
+        jobs[i].params.frequency_penalty = 0.8f;
+        jobs[i].params.repetition_penalty = 1.2f;
+        jobs[i].params.logprobs = 2;
+    }
+    jobs[4].params.n = 3;
+    for (int64_t blocks : {512, 24}) {
+        g_resolve_on_host = true;
+        const auto sync = run_jobs(jobs, small_engine(blocks));
+        g_resolve_on_host = false;
+        EngineStats stats;
+        const auto piped = run_jobs(jobs, small_engine(blocks), &stats, test_model(), 2);
+        EXPECT_GT(g_deferred_resolved, 0);
+        if (blocks == 24) {
+            EXPECT_GT(stats.num_preemptions, 0);
+        }
+        expect_same_outputs(piped, sync, blocks == 512 ? "async vs sync" : "async vs sync, preempting");
+    }
+}
+
 // Stop ids end a request one step late in the pipelined engine (the extra row is discarded at collect):
 // the outputs are the synchronous run's, with each request stopped at the same token.
 TEST_P(PipelinedEngineTest, StopIdsEndRequestsWhereTheSynchronousRunDoes) {
