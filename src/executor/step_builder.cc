@@ -126,8 +126,12 @@ const std::vector<ops::SampleRow>& StepBuilder::sample_rows(const StepBatch& b, 
         const SeqSampling& ss = b.sampling[lr.seq];
         VOLT_CHECK(deferred_on_device || !ss.output_deferred)
             << "StepBuilder::sample_rows needs the deferred token resolved";
-        deferred_output_[i] = ss.output_deferred ? 1 : 0;
         const SamplingParams& p = *ss.params;
+        // The token histories only where a penalty reads them (ops/sample.h): a decode step of long
+        // sequences without penalties stages no history at all.
+        const bool repetition = p.repetition_penalty != 1.0f;
+        const bool any_penalty = repetition || p.frequency_penalty != 0.0f || p.presence_penalty != 0.0f;
+        deferred_output_[i] = ss.output_deferred && any_penalty ? 1 : 0;
         row.temperature = p.temperature;
         row.top_p = p.top_p;
         row.min_p = p.min_p;
@@ -147,9 +151,9 @@ const std::vector<ops::SampleRow>& StepBuilder::sample_rows(const StepBatch& b, 
         row.allowed_ids = p.allowed_token_ids.data();
         row.num_allowed = static_cast<int64_t>(p.allowed_token_ids.size());
         row.prompt_ids = ss.prompt->data();
-        row.num_prompt = static_cast<int64_t>(ss.prompt->size());
+        row.num_prompt = repetition ? static_cast<int64_t>(ss.prompt->size()) : 0;
         row.output_ids = ss.output->data();
-        row.num_output = static_cast<int64_t>(ss.output->size());
+        row.num_output = any_penalty ? static_cast<int64_t>(ss.output->size()) : 0;
         row.seed = lr.seed;
         row.counter = static_cast<uint64_t>(lr.output_index);
     }

@@ -32,7 +32,9 @@ class StepBuilder {
     const std::vector<int32_t>& table(int group, int32_t slot) const { return tables_[group][slot]; }
 
     // Sample rows for logits rows [first, first + count) of b, reading logits [count, V] at `logits`
-    // (backend memory). Pointers into b's vectors: valid while b is. A sequence's SeqSampling::
+    // (backend memory). Pointers into b's vectors: valid while b is. A row lists the prompt ids only
+    // under a repetition penalty and its output ids only under some penalty (the sample op reads them
+    // then alone), so staging them costs nothing without penalties. A sequence's SeqSampling::
     // output_deferred must be resolved unless deferred_on_device: then its rows' output lists are the
     // host part alone (num_output excludes the deferred id) and deferred_output()[i] is 1, and the
     // executor appends the deferred id in backend memory.
