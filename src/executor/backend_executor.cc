@@ -379,8 +379,14 @@ Status BackendExecutor::init_cache(const CacheConfig& c) {
     if (!capture_sizes_.empty() && c.max_model_len > 0 && group_->size() == 1) {
         const int64_t widths = (std::max<int64_t>(c.max_model_len, 256) + c.block_size - 1) / c.block_size;
         const int64_t w[kNumKvGroups] = {widths, widths};
-        VOLT_RETURN_IF_ERROR(
-            graph_upload_.reserve(backend(), model::StepUpload::decode_bytes(capture_sizes_.back(), w)));
+        // The asynchronous path's sample rows travel in front of the inputs (model::StepHead): room for
+        // the largest bucket's rows, their outputs and moves, and 64 KiB of id lists (a larger head, e.g.
+        // long penalty histories, grows it once and the graphs are captured again).
+        const int64_t rows_max = capture_sizes_.back();
+        const auto per_row = static_cast<int64_t>(sizeof(ops::SampleRow) + 2 * sizeof(ops::IdMove)) + 8 +
+                             8 * kMaxLogprobs + 64;
+        VOLT_RETURN_IF_ERROR(graph_upload_.reserve(backend(), model::StepUpload::decode_bytes(rows_max, w),
+                                                   async_ ? rows_max * per_row + 65536 : 0));
     }
     return Status::ok();
 }
@@ -694,7 +700,7 @@ bool BackendExecutor::graph_eligible(const StepBatch& b) const {
 }
 
 Status BackendExecutor::graph_inputs(const StepBatch& b, const model::HostStep& step, ops::Buffer* pinned,
-                                     GraphKey* key, model::ForwardBatch* fb) {
+                                     const model::StepHead* head, GraphKey* key, model::ForwardBatch* fb) {
     ops::Backend& be = *group_->rank(0).backend;
     const int64_t S = b.num_seqs;
     const int64_t rows = *std::lower_bound(capture_sizes_.begin(), capture_sizes_.end(), S);
@@ -707,7 +713,7 @@ Status BackendExecutor::graph_inputs(const StepBatch& b, const model::HostStep& 
     for (int g = 0; g < kNumKvGroups; ++g)
         widths[g] = std::max<int64_t>((keys + block_size_ - 1) / block_size_, step.max_blocks[g]);
     pad_decode_step(step, rows, widths, &padded_);
-    VOLT_ASSIGN_OR_RETURN(*fb, graph_upload_.upload(be, padded_, pinned));
+    VOLT_ASSIGN_OR_RETURN(*fb, graph_upload_.upload(be, padded_, pinned, head));
     fb->max_seq_len = keys;  // sizes the split-KV grid; each row's splits follow its own context
     *key = {rows, keys, widths[0], widths[1]};
     return Status::ok();
@@ -752,7 +758,7 @@ Status BackendExecutor::run_graph(const StepBatch& b, const model::HostStep& ste
     copy_blocks(0, b);
     GraphKey key;
     model::ForwardBatch fb;
-    VOLT_RETURN_IF_ERROR(graph_inputs(b, step, nullptr, &key, &fb));
+    VOLT_RETURN_IF_ERROR(graph_inputs(b, step, nullptr, nullptr, &key, &fb));
     VOLT_RETURN_IF_ERROR(graph_forward(key, fb));
     const model::GptOssConfig& c = weights_->config;
     const std::vector<ops::SampleRow>& sample =
@@ -795,13 +801,12 @@ Status BackendExecutor::collect(StepHandle handle, StepResult* result) {
     return Status::ok();
 }
 
-Status BackendExecutor::stage_sampling(const StepBatch& b, int32_t* tokens_in, const float* logits,
-                                       AsyncStep* f, StagedSampling* out) {
+Status BackendExecutor::stage_sampling(const StepBatch& b, AsyncStep* f, StagedSampling* out) {
     ops::Backend& be = backend();
     const int64_t V = weights_->config.vocab_size;
-    const int64_t chunk = states_[0].ws.logits_chunk_rows;
     const auto R = static_cast<int64_t>(b.logits_rows.size());
-    const std::vector<ops::SampleRow>& rows = builder_.sample_rows(b, 0, R, logits, V, true);
+    // (The logits pointers are fix_sampling's; the workspace's keeps the arithmetic defined.)
+    const std::vector<ops::SampleRow>& rows = builder_.sample_rows(b, 0, R, states_[0].ws.logits, V, true);
     const std::vector<uint8_t>& deferred = builder_.deferred_output();
     // Layout: the outputs first (one download), the rows, each row's id lists (an output list with room
     // for the deferred id after it), then the id moves.
@@ -833,20 +838,30 @@ Status BackendExecutor::stage_sampling(const StepBatch& b, int32_t* tokens_in, c
     o.post_moves = room<ops::IdMove>(s, num_post);
     o.num_pre = num_pre;
     o.num_post = num_post;
-    const auto bytes = static_cast<int64_t>(s.size());
-    if (sample_device_.bytes() < bytes) {
-        sample_device_ = ops::Buffer();  // (a GPU waits for the steps in flight before freeing it)
-        VOLT_ASSIGN_OR_RETURN(sample_device_, be.alloc(std::max<int64_t>(bytes * 5 / 4, 4096)));
+    if (f->out_pinned.bytes() < o.out_bytes) {
+        f->out_pinned = ops::Buffer();
+        VOLT_ASSIGN_OR_RETURN(f->out_pinned, be.alloc_host(std::max<int64_t>(o.out_bytes * 5 / 4, 4096)));
     }
-    auto* base = static_cast<uint8_t*>(sample_device_.data());
-    o.base = base;
+    f->out_lp = o.out_lp;
+    f->out_top_ids = o.out_top_ids;
+    f->out_top_lp = o.out_top_lp;
+    return Status::ok();
+}
+
+void BackendExecutor::fix_sampling(const StepBatch& b, StagedSampling* o, uint8_t* base, int32_t* tokens_in,
+                                   const float* logits) {
+    const int64_t V = weights_->config.vocab_size;
+    const int64_t chunk = states_[0].ws.logits_chunk_rows;
+    const std::vector<uint8_t>& deferred = builder_.deferred_output();
+    std::vector<uint8_t>& s = sample_staging_;
+    o->base = base;
     auto* last = last_draw_.as<int32_t>();
     // Pointers into the device copy; each row's logits at its place in the workspace's chunk of logits.
-    auto* staged = reinterpret_cast<ops::SampleRow*>(s.data() + o.rows_off);
-    auto* pre = reinterpret_cast<ops::IdMove*>(s.data() + o.pre_moves);
-    auto* post = reinterpret_cast<ops::IdMove*>(s.data() + o.post_moves);
+    auto* staged = reinterpret_cast<ops::SampleRow*>(s.data() + o->rows_off);
+    auto* pre = reinterpret_cast<ops::IdMove*>(s.data() + o->pre_moves);
+    auto* post = reinterpret_cast<ops::IdMove*>(s.data() + o->post_moves);
     for (const DeferredToken& d : b.deferred) *pre++ = {last + d.slot, tokens_in + builder_.host_row(d.row)};
-    for (int64_t i = 0; i < R; ++i) {
+    for (int64_t i = 0; i < o->rows; ++i) {
         ops::SampleRow& r = staged[i];
         const int64_t* off = offs_.data() + i * 5;
         const int32_t slot = b.seq_slots[b.logits_rows[i].seq];
@@ -862,25 +877,8 @@ Status BackendExecutor::stage_sampling(const StepBatch& b, int32_t* tokens_in, c
             ++r.num_output;
         }
         if (b.logits_rows[i].feeds_slot)
-            *post++ = {reinterpret_cast<const int32_t*>(base + o.out_tokens) + i, last + slot};
+            *post++ = {reinterpret_cast<const int32_t*>(base + o->out_tokens) + i, last + slot};
     }
-    ops::Buffer& pinned = f->sample_pinned;
-    if (pinned.bytes() < bytes) {
-        pinned = ops::Buffer();
-        VOLT_ASSIGN_OR_RETURN(pinned, be.alloc_host(std::max<int64_t>(bytes * 5 / 4, 4096)));
-    }
-    if (f->out_pinned.bytes() < o.out_bytes) {
-        f->out_pinned = ops::Buffer();
-        VOLT_ASSIGN_OR_RETURN(f->out_pinned, be.alloc_host(std::max<int64_t>(o.out_bytes * 5 / 4, 4096)));
-    }
-    f->out_lp = o.out_lp;
-    f->out_top_ids = o.out_top_ids;
-    f->out_top_lp = o.out_top_lp;
-    if (bytes > 0) {
-        std::memcpy(pinned.data(), s.data(), static_cast<size_t>(bytes));
-        be.upload_pinned(base, pinned.data(), bytes);
-    }
-    return Status::ok();
 }
 
 void BackendExecutor::sample_staged(const StagedSampling& o, int64_t first, int64_t count, int64_t V,
@@ -916,15 +914,19 @@ Status BackendExecutor::enqueue_step(const StepBatch& b, AsyncStep* f) {
     const bool graph = step.num_prompt_rows == 0 && graph_eligible(b);
     swap_rank(0, b);  // before the copies and KV writes that may reuse the swapped-out blocks
     copy_blocks(0, b);
+    // One copy: the sample rows (the head) and the step's inputs, from the step's pinned staging.
+    StagedSampling o;
+    VOLT_RETURN_IF_ERROR(stage_sampling(b, f, &o));
+    const model::StepHead head{&sample_staging_, [&](uint8_t* at, const model::ForwardBatch& in) {
+                                   fix_sampling(b, &o, at, const_cast<int32_t*>(in.token_ids), st.ws.logits);
+                               }};
     model::ForwardBatch fb;
     GraphKey key{};
     if (graph) {
-        VOLT_RETURN_IF_ERROR(graph_inputs(b, step, &f->step_pinned, &key, &fb));
+        VOLT_RETURN_IF_ERROR(graph_inputs(b, step, &f->step_pinned, &head, &key, &fb));
     } else {
-        VOLT_ASSIGN_OR_RETURN(fb, st.upload.upload(be, step, &f->step_pinned));
+        VOLT_ASSIGN_OR_RETURN(fb, st.upload.upload(be, step, &f->step_pinned, &head));
     }
-    StagedSampling o;
-    VOLT_RETURN_IF_ERROR(stage_sampling(b, const_cast<int32_t*>(fb.token_ids), st.ws.logits, f, &o));
     // The ids the previous step drew, where this step reads them (before this step's draws replace them).
     be.move_ids({reinterpret_cast<const ops::IdMove*>(o.base + o.pre_moves), o.num_pre, true});
     device_deferred_ += static_cast<int64_t>(b.deferred.size());

@@ -5,8 +5,8 @@
 // sample rows and their id lists are staged into backend memory with one upload per chunk (a copy on
 // the CPU, where backend memory is host memory), so the CPU runs exactly the GPU's path.
 // Asynchronous (one local rank, TP = PP = 1, the default): submit() enqueues the whole step on the
-// backend and returns -- the step's inputs and its sample rows each packed into a pinned staging buffer
-// of that step (one per step in flight) and sent with one Backend::upload_pinned each, the KV swaps and
+// backend and returns -- the step's inputs and its sample rows packed into a pinned staging buffer of
+// that step (one per step in flight) and sent with one Backend::upload_pinned, the KV swaps and
 // copies, a Backend::move_ids that writes the step's DeferredToken ids (and the deferred id a penalty row
 // counts, SeqSampling::output_deferred) from `last_draw_` (backend memory: the last draw per seq_slot),
 // the forward pass (eager or a decode graph), the sample op, a move_ids of the feeds_slot draws into
@@ -212,29 +212,31 @@ class BackendExecutor : public SyncExecutor {
     // graph replayed (captured first when new or stale; eagerly when capture fails).
     using GraphKey = std::array<int64_t, 4>;  // (rows, context bucket, widths of the tables)
     Status graph_inputs(const engine::StepBatch& b, const model::HostStep& step, ops::Buffer* pinned,
-                        GraphKey* key, model::ForwardBatch* fb);
+                        const model::StepHead* head, GraphKey* key, model::ForwardBatch* fb);
     Status graph_forward(const GraphKey& key, const model::ForwardBatch& fb);
 
     // The asynchronous path (one local rank).
     struct AsyncStep {
         int64_t id = -1;
-        std::vector<engine::LogitsRow> rows;     // the step's logits rows (fill_result)
-        ops::Buffer step_pinned, sample_pinned;  // staging of its two uploads (alloc_host)
-        ops::Buffer out_pinned;                  // [outputs] the sampled ids and logprobs, downloaded
-        std::unique_ptr<ops::Event> done;        // recorded after the download
+        std::vector<engine::LogitsRow> rows;  // the step's logits rows (fill_result)
+        ops::Buffer step_pinned;              // staging of its one upload (alloc_host)
+        ops::Buffer out_pinned;               // [outputs] the sampled ids and logprobs, downloaded
+        std::unique_ptr<ops::Event> done;     // recorded after the download
         int64_t out_lp = 0, out_top_ids = 0, out_top_lp = 0;  // offsets in out_pinned (tokens at 0)
     };
     Status enqueue_step(const engine::StepBatch& b, AsyncStep* f);
-    // Packs the sample rows of every logits row of b (logits read at the workspace's chunk buffer), their
-    // id lists, the outputs and the id moves into sample_staging_, uploads it into sample_device_ through
-    // f's pinned staging. tokens_in: the device token ids of the step (HostStep rows).
+    // Packs the sample rows of every logits row of b, their id lists, the outputs and the id moves into
+    // sample_staging_ (offsets; sized f's out_pinned), the head of the step's one upload (model::StepHead);
+    // fix_sampling then writes the backend addresses in: base, where the head lands; tokens_in, the step's
+    // token ids (HostStep rows) there; logits, the workspace's chunk of logits.
     struct StagedSampling {
-        uint8_t* base = nullptr;  // sample_device_
+        uint8_t* base = nullptr;  // the head in backend memory
         int64_t rows = 0, out_bytes = 0, out_tokens = 0, out_lp = 0, out_top_ids = 0, out_top_lp = 0;
         int64_t rows_off = 0, pre_moves = 0, num_pre = 0, post_moves = 0, num_post = 0;
     };
-    Status stage_sampling(const engine::StepBatch& b, int32_t* tokens_in, const float* logits, AsyncStep* f,
-                          StagedSampling* out);
+    Status stage_sampling(const engine::StepBatch& b, AsyncStep* f, StagedSampling* out);
+    void fix_sampling(const engine::StepBatch& b, StagedSampling* o, uint8_t* base, int32_t* tokens_in,
+                      const float* logits);
     // The sample op on staged rows [first, first + count).
     void sample_staged(const StagedSampling& st, int64_t first, int64_t count, int64_t V, int64_t V_real);
 
