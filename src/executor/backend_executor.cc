@@ -909,7 +909,7 @@ Status BackendExecutor::enqueue_step(const StepBatch& b, AsyncStep* f) {
     const int64_t V = weights_->config.vocab_size;
     const int64_t V_real = b.vocab_size_real > 0 ? b.vocab_size_real : V;
     builder_.apply_table_updates(b);
-    const model::HostStep& step = builder_.build(b, /*deferred_on_device=*/true);
+    const model::HostStep& step = builder_.build(b, /*prompt_lens=*/nullptr, /*deferred_on_device=*/true);
     f->rows = b.logits_rows;
     const bool graph = step.num_prompt_rows == 0 && graph_eligible(b);
     swap_rank(0, b);  // before the copies and KV writes that may reuse the swapped-out blocks

@@ -25,7 +25,8 @@ class StepBuilder {
     // backend memory at HostStep row host_row(row) before the forward pass. Each sequence's prompt length
     // (its rows below it are prompt rows, put first) comes from prompt_lens ([num_seqs]) when given (a
     // worker's step off the wire, executor/step_wire.h), else from b.sampling's prompts.
-    const model::HostStep& build(const engine::StepBatch& b, const std::vector<int32_t>* prompt_lens = nullptr,
+    const model::HostStep& build(const engine::StepBatch& b,
+                                 const std::vector<int32_t>* prompt_lens = nullptr,
                                  bool deferred_on_device = false);
     // The HostStep row of StepBatch token row `row` of the last build (prompt rows go first).
     int32_t host_row(int32_t row) const { return identity_ ? row : new_row_[row]; }
