@@ -300,6 +300,53 @@ void CudaBackend::upload_async(void* dst, const void* src, int64_t bytes) {
     VOLT_CUDA_CHECK(cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes), cudaMemcpyHostToDevice, stream_));
 }
 
+void CudaBackend::upload_pinned(void* dst, const void* src, int64_t bytes) {
+    if (bytes <= 0) return;
+    VOLT_CUDA_CHECK(cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes), cudaMemcpyHostToDevice, stream_));
+}
+
+void CudaBackend::download_async(void* dst, const void* src, int64_t bytes) {
+    if (bytes <= 0) return;
+    VOLT_CUDA_CHECK(cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes), cudaMemcpyDeviceToHost, stream_));
+}
+
+namespace {
+class CudaEvent final : public ops::Event {
+  public:
+    CudaEvent(cudaStream_t stream, const int* device_error) : stream_(stream), device_error_(device_error) {
+        VOLT_CUDA_CHECK(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming));
+        VOLT_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&code_), sizeof(int), cudaHostAllocDefault));
+        *code_ = kDeviceOk;
+    }
+    ~CudaEvent() override {
+        // Both wait for the device where they must (the event still pending, the copy into code_).
+        if (cudaEventSynchronize(event_) == cudaSuccess) (void)cudaFreeHost(code_);
+        (void)cudaEventDestroy(event_);
+    }
+    void record() override {
+        VOLT_CUDA_CHECK(cudaMemcpyAsync(code_, device_error_, sizeof(int), cudaMemcpyDeviceToHost, stream_));
+        VOLT_CUDA_CHECK(cudaEventRecord(event_, stream_));
+    }
+    void wait() override {
+        VOLT_CUDA_CHECK(cudaEventSynchronize(event_));
+        VOLT_CHECK(*code_ == kDeviceOk) << "cuda: a kernel found bad input: " << device_error_message(*code_);
+    }
+
+  private:
+    cudaStream_t stream_;
+    const int* device_error_;
+    cudaEvent_t event_ = nullptr;
+    int* code_ = nullptr;  // pinned: the device's error word as of the record
+};
+}  // namespace
+
+std::unique_ptr<ops::Event> CudaBackend::create_event() {
+    VOLT_CUDA_CHECK(cudaSetDevice(device_.ordinal));
+    return std::make_unique<CudaEvent>(stream_, error_);
+}
+
+void CudaBackend::move_ids(const ops::MoveIdsArgs& a) { launch_move_ids(a, ctx()); }
+
 void CudaBackend::download(void* dst, const void* src, int64_t bytes) {
     if (bytes > 0)
         VOLT_CUDA_CHECK(

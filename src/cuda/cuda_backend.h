@@ -1,6 +1,8 @@
 // CudaBackend: ops::Backend on one NVIDIA GPU (docs/cuda.md). Memory: cudaMalloc'd buffers, one stream;
-// upload, download and synchronize wait for the stream (correct first; the asynchronous executor with
-// pinned staging and graphs is a later issue). Placement: dense bf16 weights become f16 under
+// upload, download and synchronize wait for the stream; upload_async, upload_pinned, download_async and
+// events (cudaEvent_t on the stream) do not: the asynchronous executor (executor/backend_executor.h)
+// enqueues a whole step with them and waits for its event at collect. Placement: dense bf16 weights become
+// f16 under
 // --dtype half when the range check allows (placement.h), int8 / AWQ int4 weights are repacked row-major
 // (placement.h repack_int_weight), vectors become f32, MXFP4 experts stay packed,
 // dense bf16 experts are quantized to MXFP4 under --dtype half (with a notice). Ops: the kernels of
@@ -66,7 +68,14 @@ class CudaBackend final : public ops::Backend {
     // cudaMemcpyAsync from pageable memory: the runtime copies `src` out before returning and does not
     // wait for the device (CUDA runtime API, "API synchronization behavior").
     void upload_async(void* dst, const void* src, int64_t bytes) override;
+    // cudaMemcpyAsync from pinned memory (alloc_host): neither copies src first nor waits.
+    void upload_pinned(void* dst, const void* src, int64_t bytes) override;
     void download(void* dst, const void* src, int64_t bytes) override;
+    // cudaMemcpyAsync into pinned memory (alloc_host), no wait.
+    void download_async(void* dst, const void* src, int64_t bytes) override;
+    // A cudaEvent_t (timing off) recorded on the stream, with the device's error word copied into pinned
+    // memory before it: wait() synchronizes on the event and raises a data error a kernel reported.
+    std::unique_ptr<ops::Event> create_event() override;
     void copy(void* dst, const void* src, int64_t bytes) override;
     void fill(void* dst, uint8_t byte, int64_t bytes) override;
     // Pinned host memory (cudaHostAlloc, zeroed): the KV swap pool.
@@ -107,6 +116,8 @@ class CudaBackend final : public ops::Backend {
     const char* experts_kernel(const ops::ExpertsArgs& a) const;
     void add(const ops::AddArgs& a) override;
     void sample(const ops::SampleArgs& a) override;
+    // One kernel (kernels/elementwise.cu launch_move_ids).
+    void move_ids(const ops::MoveIdsArgs& a) override;
     // One cudaMemcpyAsync per block of each pool (and of each int8 scale pool) on the stream, no wait (the
     // pool is pinned; stream order puts a swap-out after the writes before it and a swap-in before the
     // reads after it). copy_blocks is the default (ops/backend.cc: one copy per block of every pool).

@@ -70,6 +70,9 @@ void add_engine_flags(CLI::App* app, EngineFlags* f) {
                   "goes to the KV cache; a step reads only its tokens' rows over the bus)");
     app->add_flag("--enforce-eager", f->enforce_eager,
                   "cuda: run decode steps eagerly, without CUDA graphs (vLLM's flag)");
+    app->add_flag("--async-scheduling,!--no-async-scheduling", f->async_scheduling,
+                  "cuda at TP = PP = 1: schedule and stage step N+1 while the GPU runs step N (two steps in "
+                  "flight; on by default)");
     app->add_option("--gpu-memory-utilization", f->gpu_memory_utilization,
                     "share of the GPU's total memory for weights, activations and the KV cache (vLLM's)")
         ->check(CLI::Range(0.01, 1.0))
@@ -174,6 +177,12 @@ DeviceOptions engine_device(const EngineFlags& f) {
     DeviceOptions d = f.device;
     d.single_sequence = f.config.max_num_seqs == 1;
     return d;
+}
+
+int steps_in_flight(const EngineFlags& f) {
+    return f.device.device == "cuda" && f.parallel.world_size() == 1 && f.async_scheduling
+               ? kCudaStepsInFlight
+               : 1;
 }
 
 Status check_engine_flags(const EngineFlags& f) {
@@ -398,8 +407,10 @@ Result<std::unique_ptr<Executor>> make_executor(const EngineFlags& f,
     }
     if (f.device.device == "cuda") {
         VOLT_ASSIGN_OR_RETURN(auto backend, make_backend(engine_device(f)));
-        VOLT_ASSIGN_OR_RETURN(
-            auto ex, BackendExecutor::create(weights, std::move(backend), kv_format, 1, offload.layers));
+        // Two steps in flight (--async-scheduling): the engine schedules and stages step N+1 while the GPU
+        // runs step N (BackendExecutor's asynchronous path).
+        VOLT_ASSIGN_OR_RETURN(auto ex, BackendExecutor::create(weights, std::move(backend), kv_format,
+                                                               steps_in_flight(f), offload.layers));
         ex->set_enforce_eager(f.enforce_eager);
         if (config) VOLT_RETURN_IF_ERROR(plan_device_memory(f, *ex, config));
         return std::unique_ptr<Executor>(std::move(ex));

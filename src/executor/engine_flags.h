@@ -33,6 +33,10 @@ using engine::EngineConfig;
 using engine::Executor;
 class BackendExecutor;
 
+// Steps in flight of the engine on one GPU (TP = PP = 1: BackendExecutor's asynchronous path) with
+// --async-scheduling (the default here); the CPU and tensor / pipeline parallel ranks run one.
+inline constexpr int kCudaStepsInFlight = 2;
+
 struct EngineFlags {
     EngineConfig config;
     double swap_space_gib = 4.0;             // --swap-space; also sets config.swap_space_bytes
@@ -40,6 +44,7 @@ struct EngineFlags {
     std::string script;                      // scripted executor's JSON file (executor/scripted_executor.h)
     DeviceOptions device;                    // --device, --cuda-kernels (and the command's --dtype)
     bool enforce_eager = false;              // --enforce-eager: no CUDA graphs (BackendExecutor)
+    bool async_scheduling = true;            // --[no-]async-scheduling: steps_in_flight
     double gpu_memory_utilization = 0.92;    // vLLM's meaning: the share of the GPU's total memory this
                                              // instance may use (weights + activations + KV pools)
     bool kv_cache_memory_bytes_set = false;  // --kv-cache-memory-bytes given: it sizes the KV pools
@@ -72,6 +77,10 @@ void add_engine_flags(CLI::App* app, EngineFlags* flags);
 // After parsing: kInvalidArgument when --executor scripted has no --script (or --script comes without
 // it), or --swap-space is negative.
 Status check_engine_flags(const EngineFlags& flags);
+
+// Steps the engine keeps in flight with these flags (Executor::max_in_flight of make_executor's executor):
+// kCudaStepsInFlight for --device cuda at tensor x pipeline parallel size 1 with --async-scheduling, else 1.
+int steps_in_flight(const EngineFlags& flags);
 
 // The executor the flags name. Launched as several processes (process_launch): rank 0's process rank
 // (make_process_rank; ranks > 0 call run_process_worker instead: kFailedPrecondition here). "cpu" needs

@@ -27,8 +27,10 @@ constexpr VllmFlag kFlags[] = {
     {"--api-key", "", A::kValue, S::kHonoured, O::kVllm, false,
      "requires `Authorization: Bearer KEY` on every route but /health (one key; vLLM leaves more routes "
      "open)"},
-    {"--async-scheduling", "", A::kSwitch, S::kAcceptedWithNotice, O::kVllm, true,
-     "ignored: voltllm's engine loop has one scheduling mode"},
+    {"--async-scheduling", "", A::kSwitch, S::kHonoured, O::kVllm, true,
+     "cuda at tensor x pipeline parallel size 1: the engine schedules and stages step N+1 while the GPU runs "
+     "step N (two steps in flight); on by default here, `--no-async-scheduling` runs one step at a time; "
+     "the CPU and TP/PP ranks always run one"},
     {"--block-size", "", A::kValue, S::kHonoured, O::kVllm, false, "tokens per KV-cache block (default 16)"},
     {"--chat-template", "", A::kValue, S::kAcceptedWithNotice, O::kVllm, false,
      "ignored: gpt-oss prompts are rendered by the built-in harmony renderer, not a Jinja template"},

@@ -64,6 +64,29 @@ TEST(EngineFlagsTest, ParsesVllmNames) {
     EXPECT_FALSE(parse({"--executor", "tpu"}, &t).is_ok());
 }
 
+// --async-scheduling (on by default) gives the engine two steps in flight on one GPU; --no-async-scheduling,
+// the CPU and tensor / pipeline parallel ranks keep one.
+TEST(EngineFlagsTest, AsyncSchedulingSetsStepsInFlight) {
+    EngineFlags d;
+    ASSERT_TRUE(parse({}, &d).is_ok());
+    EXPECT_TRUE(d.async_scheduling);
+    EXPECT_EQ(steps_in_flight(d), 1);  // the CPU
+    EngineFlags gpu;
+    ASSERT_TRUE(parse({"--device", "cuda"}, &gpu).is_ok());
+    EXPECT_EQ(steps_in_flight(gpu), kCudaStepsInFlight);
+    EXPECT_EQ(kCudaStepsInFlight, 2);
+    EngineFlags on;
+    ASSERT_TRUE(parse({"--device", "cuda", "--async-scheduling"}, &on).is_ok());
+    EXPECT_EQ(steps_in_flight(on), 2);
+    EngineFlags off;
+    ASSERT_TRUE(parse({"--device", "cuda", "--no-async-scheduling"}, &off).is_ok());
+    EXPECT_FALSE(off.async_scheduling);
+    EXPECT_EQ(steps_in_flight(off), 1);
+    EngineFlags tp;
+    ASSERT_TRUE(parse({"--device", "cuda", "--tensor-parallel-size", "2"}, &tp).is_ok());
+    EXPECT_EQ(steps_in_flight(tp), 1);
+}
+
 // --swap-space GiB (vLLM's default 4) becomes EngineConfig::swap_space_bytes; --preemption-mode takes
 // vLLM's two names. --swap-space 0 with --preemption-mode swap parses, and the KV plan refuses it
 // (tests/unit/engine/swap_test.cc).
