@@ -173,24 +173,18 @@ Status HostExpertsRunner::run_prompt_rows(ops::Backend& primary, const ops::Expe
     const int64_t E = a.gate_up.num_experts;
     VOLT_CHECK_EQ(a.down.num_experts, E);
     const std::vector<int32_t> experts = distinct_experts(host_ids, P * a.top_k, E);
-    if (resident_layer_ != a.gate_up.blocks || static_cast<int64_t>(resident_.size()) != E) {
-        resident_layer_ = a.gate_up.blocks;
-        resident_.assign(static_cast<size_t>(E), false);
-    }
     auto* stage = static_cast<uint8_t*>(stage_.data());
     const int64_t bias_floats =
         a.gate_up.bias.data != nullptr || a.down.bias.data != nullptr ? E * (a.gate_up.out + a.down.out) : 0;
     auto* bias_host = static_cast<float*>(staging(4, primary, std::max<int64_t>(bias_floats, 1) * 4));
-    // Runs [e0, e1) of consecutive experts still missing from the staging: one copy per tensor each.
+    // Runs [e0, e1) of consecutive experts: one copy per tensor each. Nothing is kept from an earlier call:
+    // the staging serves every offloaded layer in turn (and a layer's own experts of the previous step
+    // would save copies only where a single layer is offloaded).
     for (size_t i = 0; i < experts.size();) {
         const int32_t e0 = experts[i];
-        if (resident_[e0]) {
-            ++i;
-            continue;
-        }
         int32_t e1 = e0 + 1;
         ++i;
-        while (i < experts.size() && experts[i] == e1 && !resident_[e1]) {
+        while (i < experts.size() && experts[i] == e1) {
             ++e1;
             ++i;
         }
@@ -209,7 +203,6 @@ Status HostExpertsRunner::run_prompt_rows(ops::Backend& primary, const ops::Expe
             }
             bias_off += E * w->out;
         }
-        for (int32_t e = e0; e < e1; ++e) resident_[e] = true;
         stats_.staged_experts += n;
     }
     auto staged = [&](const ops::ExpertWeights& w, const ops::StagedProjection& p) {

@@ -9,13 +9,12 @@
 //  - prompt rows (rows [0, prompt_rows)) of MXFP4 layers, where prepare() could allocate the staging (one
 //    layer's experts in the primary's memory, ops::ExpertStagingLayout): the distinct experts those rows
 //    route to are uploaded into it (upload_async from the host weights, page-locked by prepare() through
-//    Backend::pin_host where the primary can; experts already there from this layer's previous call are
-//    not copied again) and the primary's own experts_residual runs them: the GPU's prompt GEMM, the bits
-//    of the same layer not offloaded. The copies and that kernel are queued on the primary's stream after
-//    the downloads (which drained it) and run while the CPU computes the generated rows: the stream orders
-//    the uploads after every earlier reader of the staging and before the kernel, so no event or second
-//    stream is needed. Which path prompt rows take is fixed per process (logged once by prepare()) and
-//    never depends on the batch.
+//    Backend::pin_host where the primary can) and the primary's own experts_residual runs them: the GPU's
+//    prompt GEMM, the bits of the same layer not offloaded. The copies and that kernel are queued on the
+//    primary's stream after the downloads (which drained it) and run while the CPU computes the generated
+//    rows: the stream orders the uploads after every earlier reader of the staging and before the kernel, so
+//    no event or second stream is needed. Which path prompt rows take is fixed per process (logged once by
+//    prepare()) and never depends on the batch.
 // Synchronous: returns after the generated rows' sum is on the device; the add is queued. Tests:
 // tests/unit/model/offload_test.cc (CPU primary and a counting "device" primary); on a GPU
 // tests/unit/cuda/cuda_backend_test.cc (CudaOffload.*) and scripts/gpu/offload.sh.
@@ -86,8 +85,6 @@ class HostExpertsRunner final : public ops::HostExperts {
     ops::Buffer device_;  // the experts' sum on the device, [T, H] f32
     ops::Buffer
         stage_;  // the prompt rows' experts (ops::ExpertStagingLayout), empty: prompt rows on the host
-    const void* resident_layer_ = nullptr;  // the gate_up codes whose experts the staging holds
-    std::vector<bool> resident_;            // [E] expert e of that layer is in the staging
     ops::Backend* pinned_by_ = nullptr;
     std::vector<const void*> pinned_;
     int64_t pinned_bytes_ = 0;
