@@ -153,6 +153,10 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(const CudaOptions& o) {
         dev.name, dev.cc_string(), dev.sm_count, dev.total_bytes / 1073741824.0, dev.driver_version,
         dev.runtime_version, dev.kernel_arch);
     spdlog::info("cuda: dtype {} (operands), kernels: {}", operand_name(op), describe(b->dispatch_));
+    if (o.single_sequence && b->dispatch_.uses(OpKind::kExperts, "experts_mma_m16n8k16"))
+        spdlog::info(
+            "cuda: --max-num-seqs 1: generated expert rows take experts_gemv_mxfp4_f16x2 (one token is "
+            "faster there than on the MMA kernel)");
     spdlog::info("cuda: cuBLAS {}", b->cublas_status_);
     return b;
 }
@@ -867,19 +871,28 @@ ops::ExpertsArgs rows_from(const ops::ExpertsArgs& a, int64_t P) {
 }
 }  // namespace
 
+const char* CudaBackend::experts_kernel(const ops::ExpertsArgs& a) const {
+    constexpr const char* kMma = "experts_mma_m16n8k16";
+    constexpr const char* kGemv = "experts_gemv_mxfp4_f16x2";
+    const bool mma_chosen = dispatch_.uses(OpKind::kExperts, kMma);
+    // One token reads its 4 experts either way; the MMA path's extra launches cost more than its fewer
+    // instructions gain, so a process that never batches two sequences keeps the GEMV.
+    if (mma_chosen && !options_.single_sequence && experts_mma_eligible(a, operand_)) return kMma;
+    // The MMA row stands above the GEMV in the dispatch table (min_cc 80 over 70): where it is chosen, the
+    // GEMV is usable too.
+    if ((mma_chosen || dispatch_.uses(OpKind::kExperts, kGemv)) && experts_gemv_eligible(a)) return kGemv;
+    return "experts_warp_mxfp4_3pass";
+}
+
 void CudaBackend::experts(const ops::ExpertsArgs& a) {
     const int64_t T = a.num_tokens;
     if (T <= 0) return;
     const int64_t pairs = std::max(T, limits_.max_tokens) * a.top_k;
-    // Generated rows on tensor cores, except where a step never has more than one sequence (--max-num-seqs
-    // 1): there the GEMV is faster (one token reads 4 experts either way, and the MMA path's extra launches
-    // cost more than its fewer instructions gain). Fixed for the process, so a row's bits never depend on
-    // the batch.
-    const bool mma = dispatch_.uses(OpKind::kExperts, "experts_mma_m16n8k16") && limits_.max_seqs != 1;
-    if (mma && experts_mma_eligible(a, operand_)) {
+    const char* kernel = experts_kernel(a);
+    const bool prompt_gemm = dispatch_.uses(OpKind::kPromptGemm, "gemm_mma_m16n8k16_f32acc");
+    if (std::strcmp(kernel, "experts_mma_m16n8k16") == 0) {
         // Prompt rows [0, P) on the prompt GEMM, generated rows [P, T) on the decode MMA kernel.
-        const int64_t P =
-            dispatch_.uses(OpKind::kPromptGemm, "gemm_mma_m16n8k16_f32acc") ? std::min(a.prompt_rows, T) : 0;
+        const int64_t P = prompt_gemm ? std::min(a.prompt_rows, T) : 0;
         // Sized for a step's most generated rows (one per sequence) even when every row is a prompt row: a
         // later decode step's graph capture then finds it grown (it must not allocate).
         const int64_t most =
@@ -889,12 +902,9 @@ void CudaBackend::experts(const ops::ExpertsArgs& a) {
         if (P < T) launch_experts_mma(rows_from(a, P), s, ctx());
         return;
     }
-    if ((mma || dispatch_.uses(OpKind::kExperts, "experts_gemv_mxfp4_f16x2")) && experts_gemv_eligible(a)) {
+    if (std::strcmp(kernel, "experts_gemv_mxfp4_f16x2") == 0) {
         // Prompt rows [0, P) on tensor cores, generated rows [P, T) by the GEMV (ops.h prompt_rows).
-        const int64_t P = dispatch_.uses(OpKind::kPromptGemm, "gemm_mma_m16n8k16_f32acc") &&
-                                  gemm_experts_eligible(a, operand_)
-                              ? std::min(a.prompt_rows, T)
-                              : 0;
+        const int64_t P = prompt_gemm && gemm_experts_eligible(a, operand_) ? std::min(a.prompt_rows, T) : 0;
         // Sized for max_tokens rows even when every row is a prompt row: a later decode step's graph
         // capture then finds it grown (it must not allocate).
         void* act = scratch(kExpertAct, experts_gemv_act_bytes(pairs, a.down.in));

@@ -31,6 +31,10 @@ struct CudaOptions {
     std::string cuda_kernels = "auto";  // auto | sm70 | basic | sm70-basic (basic: issue 13's kernels only)
     int device = 0;                     // the GPU's ordinal among the visible ones
     bool embedding_in_host_memory = false;  // the embedding table in pinned, mapped host memory
+    // No step ever holds two sequences (--max-num-seqs 1): generated expert rows take the GEMV, which is
+    // faster for one token than the MMA kernel (experts_kernel). Fixed at creation, so a row's bits never
+    // depend on the batch or on the order of reserve() calls.
+    bool single_sequence = false;
 };
 
 // --dtype to the operand precision on this device (auto: half below compute capability 8.0, as vLLM,
@@ -96,6 +100,14 @@ class CudaBackend final : public ops::Backend {
     void attention(const ops::AttentionArgs& a) override;
     void router(const ops::RouterArgs& a) override;
     void experts(const ops::ExpertsArgs& a) override;
+    // The dispatch variant experts() runs the generated rows of `a` on (its prompt rows take the prompt
+    // GEMM where that is chosen): "experts_mma_m16n8k16" on sm_80+ unless the process never batches two
+    // sequences (CudaOptions::single_sequence, from --max-num-seqs 1) or the operands are f32;
+    // then "experts_gemv_mxfp4_f16x2", which the MMA row always has beneath it; the basic
+    // "experts_warp_mxfp4_3pass" only for shapes or formats the fast kernels do not take, or when they
+    // are left out (--cuda-kernels basic, VOLT_CUDA_KERNELS_OFF). Fixed by the process and the weights,
+    // never by the batch.
+    const char* experts_kernel(const ops::ExpertsArgs& a) const;
     void add(const ops::AddArgs& a) override;
     void sample(const ops::SampleArgs& a) override;
     // One cudaMemcpyAsync per block of each pool (and of each int8 scale pool) on the stream, no wait (the

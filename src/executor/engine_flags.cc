@@ -170,6 +170,12 @@ Result<std::shared_ptr<const model::ModelWeights>> load_weights(const EngineFlag
     return std::shared_ptr<const model::ModelWeights>(std::move(w));
 }
 
+DeviceOptions engine_device(const EngineFlags& f) {
+    DeviceOptions d = f.device;
+    d.single_sequence = f.config.max_num_seqs == 1;
+    return d;
+}
+
 Status check_engine_flags(const EngineFlags& f) {
     if (f.executor == "scripted" && f.device.device != "cpu")
         return invalid_argument("--executor scripted replays a script; --device " + f.device.device +
@@ -314,7 +320,7 @@ Result<std::unique_ptr<BackendExecutor>> make_process_rank(const EngineFlags& f,
             "--cpu-offload-experts / --cpu-offload-gb with --tensor-parallel-size or "
             "--pipeline-parallel-size > 1: not built yet (one rank only)");
     VOLT_ASSIGN_OR_RETURN(const ops::Format kv_format, kv_cache_format(f.kv_cache_dtype, f.device.device));
-    VOLT_ASSIGN_OR_RETURN(auto backend, make_backend(f.device));
+    VOLT_ASSIGN_OR_RETURN(auto backend, make_backend(engine_device(f)));
     spdlog::info("parallel: rank {} of {} processes ({}); {} {}:{}", launch.rank, launch.world_size,
                  launch.source, launch.rank == 0 ? "listening on" : "joining rank 0 at", launch.master_addr,
                  launch.master_port);
@@ -380,7 +386,7 @@ Result<std::unique_ptr<Executor>> make_executor(const EngineFlags& f,
     }
     if (f.parallel.world_size() > 1) {
         VOLT_RETURN_IF_ERROR(model::check_parallel(weights->config, f.parallel));
-        VOLT_ASSIGN_OR_RETURN(const ParallelFactories pf, parallel_factories(f.device, f.parallel));
+        VOLT_ASSIGN_OR_RETURN(const ParallelFactories pf, parallel_factories(engine_device(f), f.parallel));
         ops::CommunicatorOptions comm;
         comm.timeout_s = f.collective_timeout_s;
         VOLT_ASSIGN_OR_RETURN(auto ex, BackendExecutor::create_parallel(weights, f.parallel, pf.make_backend,
@@ -396,7 +402,7 @@ Result<std::unique_ptr<Executor>> make_executor(const EngineFlags& f,
         return std::unique_ptr<Executor>(std::move(ex));
     }
     if (f.device.device == "cuda") {
-        VOLT_ASSIGN_OR_RETURN(auto backend, make_backend(f.device));
+        VOLT_ASSIGN_OR_RETURN(auto backend, make_backend(engine_device(f)));
         VOLT_ASSIGN_OR_RETURN(
             auto ex, BackendExecutor::create(weights, std::move(backend), kv_format, 1, offload.layers));
         ex->set_enforce_eager(f.enforce_eager);

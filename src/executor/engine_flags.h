@@ -53,6 +53,10 @@ struct EngineFlags {
     std::string kv_cache_dtype = "auto";  // --kv-cache-dtype: auto or int8 (kv_cache_format)
 };
 
+// The engine's device options: --device and its flags (f.device) plus what the scheduler's limits decide
+// for the backend (single_sequence: --max-num-seqs 1).
+DeviceOptions engine_device(const EngineFlags& f);
+
 // The KV-cache format --kv-cache-dtype names for --device `device`: auto is the executor's own (f32 on
 // the CPU, the reference; f16 on a GPU), int8 the per-head int8 cache (docs/quantization.md "KV cache";
 // the CPU and CUDA backends). Errors: kUnimplemented for vLLM's fp8, fp8_e4m3, fp8_e5m2 (not implemented:

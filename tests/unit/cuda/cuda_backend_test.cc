@@ -512,6 +512,69 @@ TEST(CudaOps, RouterAndExpertsMatchCpu) {
     }
 }
 
+// Which kernel takes the generated rows of MXFP4 experts: the GEMV under --max-num-seqs 1
+// (CudaOptions::single_sequence), the MMA kernel otherwise on sm_80+ (f16/bf16 operands), the GEMV under f32
+// operands; never the basic kernel while a fast one is chosen, and never changed by reserve(). (A process
+// with --max-num-seqs 1 once fell through to the basic kernel on sm_80+: every answer right, decode 4x and
+// prefill 100x slower, which no correctness test could see.)
+TEST(CudaOps, ExpertsKernelFollowsMaxNumSeqs) {
+    auto probe = make_backend("half");
+    VOLT_NEED_GPU(probe);
+    const int64_t H = 64, I = 64, E = 4, k = 2;
+    std::vector<uint8_t> b1(E * 2 * I * H / 2, 0x11), s1(E * 2 * I * H / 32, 127), b2(E * H * I / 2, 0x11),
+        s2(E * H * I / 32, 127);
+    const std::vector<uint16_t> bias1 = to_bf16(randn(E * 2 * I, 1, 0.5f)),
+                                bias2 = to_bf16(randn(E * H, 2, 0.5f));
+    const ops::ExpertWeights gu{ops::Format::kMxfp4,
+                                b1.data(),
+                                s1.data(),
+                                nullptr,
+                                {ops::Format::kBf16, bias1.data(), E * 2 * I},
+                                E,
+                                2 * I,
+                                H};
+    const ops::ExpertWeights dn{ops::Format::kMxfp4,
+                                b2.data(),
+                                s2.data(),
+                                nullptr,
+                                {ops::Format::kBf16, bias2.data(), E * H},
+                                E,
+                                H,
+                                I};
+    const bool fast_chosen = probe->dispatch().uses(OpKind::kExperts, "experts_gemv_mxfp4_f16x2") ||
+                             probe->dispatch().uses(OpKind::kExperts, "experts_mma_m16n8k16");
+    const bool mma_chosen = probe->dispatch().uses(OpKind::kExperts, "experts_mma_m16n8k16");
+    const char* env = std::getenv("VOLT_CUDA_TEST_KERNELS");
+    for (const char* dtype : {"half", "bfloat16", "float"}) {
+        for (bool single : {true, false}) {
+            CudaOptions o;
+            o.dtype = dtype;
+            o.cuda_kernels = env != nullptr && *env != 0 ? std::string(env) : "auto";
+            o.single_sequence = single;
+            auto created = CudaBackend::create(o);
+            if (!created.is_ok()) continue;  // bfloat16 under the Volta kernels
+            CudaBackend& gpu = **created;
+            std::vector<ops::Buffer> owned;
+            auto dgu = gpu.place_experts(gu, &owned);
+            auto ddn = gpu.place_experts(dn, &owned);
+            ASSERT_TRUE(dgu.is_ok() && ddn.is_ok());
+            const ops::ExpertsArgs a{nullptr, nullptr, nullptr, *dgu, *ddn, nullptr, 8, k, 7.0f, 1.702f};
+            const std::string want = !fast_chosen ? "experts_warp_mxfp4_3pass"
+                                     : mma_chosen && !single && std::string(dtype) != "float"
+                                         ? "experts_mma_m16n8k16"
+                                         : "experts_gemv_mxfp4_f16x2";
+            const std::string what =
+                std::string(dtype) + (single ? ", single sequence, " : ", ") + describe(gpu.dispatch());
+            EXPECT_EQ(gpu.experts_kernel(a), want) << what;
+            // reserve() grows buffers only: the choice stays (batch invariance across the process).
+            ASSERT_TRUE(
+                gpu.reserve({.max_tokens = 64, .max_seqs = single ? 1 : 32, .max_seq_len = 128}).is_ok());
+            ASSERT_TRUE(gpu.reserve({.max_tokens = 64, .max_seqs = 64, .max_seq_len = 128}).is_ok());
+            EXPECT_EQ(gpu.experts_kernel(a), want) << what << ", after reserve";
+        }
+    }
+}
+
 TEST(CudaOps, SampleDrawsWhatTheCpuDraws) {
     auto gpu = make_backend("float");
     VOLT_NEED_GPU(gpu);
