@@ -1,5 +1,7 @@
 #include "cuda/cuda_backend.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -163,6 +165,10 @@ CudaBackend::~CudaBackend() {
     cublas_.reset();
     for (Scratch& s : scratch_)
         if (s.data != nullptr) release(s.data, s.bytes);
+    for (const auto& [p, page] : host_registered_) {
+        const cudaError_t e = cudaHostUnregister(page);
+        if (e != cudaSuccess) cudaGetLastError();  // the pages may be unmapped by now: nothing to undo
+    }
     if (error_ != nullptr) {
         const cudaError_t e = cudaFree(error_);
         VOLT_CHECK(e == cudaSuccess || cuda_unloading(e)) << cudaGetErrorString(e);
@@ -233,6 +239,41 @@ Result<ops::Buffer> CudaBackend::alloc_host(int64_t bytes) {
     std::memset(p, 0, n);
     host_pinned_.insert(p);
     return ops::Buffer(this, p, bytes);
+}
+
+bool CudaBackend::pin_host(const void* p, int64_t bytes) {
+    if (p == nullptr || bytes <= 0 || host_registered_.count(p) != 0) return false;
+    // Whole pages: cudaHostRegister wants them, and the mmap's pages are what gets locked.
+    const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+    const uintptr_t lo = reinterpret_cast<uintptr_t>(p) / page * page;
+    const uintptr_t hi =
+        (reinterpret_cast<uintptr_t>(p) + static_cast<uintptr_t>(bytes) + page - 1) / page * page;
+    VOLT_CUDA_CHECK(cudaSetDevice(device_.ordinal));
+    int read_only = 0;
+    if (cudaDeviceGetAttribute(&read_only, cudaDevAttrHostRegisterReadOnlySupported, device_.ordinal) !=
+        cudaSuccess) {
+        cudaGetLastError();
+        read_only = 0;
+    }
+    // The checkpoint is mapped PROT_READ: without the read-only flag the driver would ask for write access.
+    const unsigned flags = cudaHostRegisterPortable | (read_only != 0 ? cudaHostRegisterReadOnly : 0u);
+    void* start = reinterpret_cast<void*>(lo);
+    if (cudaHostRegister(start, static_cast<size_t>(hi - lo), flags) != cudaSuccess) {
+        cudaGetLastError();  // not sticky: the copies stay pageable
+        return false;
+    }
+    host_registered_[p] = start;
+    return true;
+}
+
+void CudaBackend::unpin_host(const void* p) {
+    auto it = host_registered_.find(p);
+    if (it == host_registered_.end()) return;
+    cudaError_t e = cudaStreamSynchronize(stream_);  // no copy from the pages may still be in flight
+    if (cuda_unloading(e)) return;
+    VOLT_CUDA_CHECK(e);
+    if (cudaHostUnregister(it->second) != cudaSuccess) cudaGetLastError();
+    host_registered_.erase(it);
 }
 
 void CudaBackend::swap_blocks(const ops::SwapBlocksArgs& a) {

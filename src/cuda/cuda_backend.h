@@ -80,6 +80,9 @@ class CudaBackend final : public ops::Backend {
     void fill(void* dst, uint8_t byte, int64_t bytes) override;
     // Pinned host memory (cudaHostAlloc, zeroed): the KV swap pool.
     Result<ops::Buffer> alloc_host(int64_t bytes) override;
+    // cudaHostRegister of the pages holding [p, p + bytes) (read-only where the device supports it).
+    bool pin_host(const void* p, int64_t bytes) override;
+    void unpin_host(const void* p) override;
     ops::MemoryStats memory() const override;
     void synchronize() override;
     Status reserve(const ops::WorkspaceLimits& limits) override;
@@ -175,6 +178,7 @@ class CudaBackend final : public ops::Backend {
             experts_quantized_ = 0;
     std::unordered_map<void*, void*> host_mapped_;  // device address -> cudaHostAlloc'd host address
     std::unordered_set<void*> host_pinned_;         // alloc_host's buffers (cudaFreeHost on release)
+    std::unordered_map<const void*, void*> host_registered_;  // pin_host's: p -> the registered page
 };
 
 }  // namespace volt::cuda

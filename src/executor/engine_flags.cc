@@ -386,7 +386,12 @@ Result<std::unique_ptr<Executor>> make_executor(const EngineFlags& f,
             "measured now){}",
             offload.describe(), cpu::isa_name(cpu::best_isa()), cpu_thread_pool().num_threads(),
             cpu::measure_host_read_gbps(int64_t{1} << 30, 3),
-            f.device.device == "cuda" ? "; decode steps run eagerly (no CUDA graphs)" : "");
+            f.device.device == "cuda"
+                ? fmt::format(
+                      "; decode steps run eagerly (no CUDA graphs); prompt rows may run on the GPU from "
+                      "a {:.2f} GiB staging of one layer's experts (logged below)",
+                      static_cast<double>(offload.staging_bytes) / 1073741824.0)
+                : std::string());
     }
     if (f.parallel.world_size() > 1) {
         VOLT_RETURN_IF_ERROR(model::check_parallel(weights->config, f.parallel));

@@ -132,7 +132,9 @@ Result<model::OffloadPlan> offload_plan(const EngineFlags& flags, const model::M
 // BackendExecutor::profile, then config->kv_cache_memory_bytes = gpu_memory_utilization x total - in use
 // - headroom (max(256 MiB, 1% of the allowed share)), unless --kv-cache-memory-bytes was given. In use is
 // what the device reports after placement and profiling: expert weights kept in host memory
-// (--cpu-offload-*) were never placed, so they are not in it and the KV cache gets their bytes.
+// (--cpu-offload-*) were never placed, so they are not in it and the KV cache gets their bytes, less the
+// staging their prompt rows run from on the GPU (one layer's experts, OffloadPlan::staging_bytes), which
+// cpu::HostExpertsRunner::prepare allocated at placement and is therefore in use.
 // Errors: the profiling step's; kResourceExhausted naming both numbers when nothing is left.
 Status plan_device_memory(const EngineFlags& flags, BackendExecutor& executor, EngineConfig* config);
 

@@ -338,6 +338,13 @@ class Backend {
     // Host memory the backend copies to and from at full speed (the KV swap pool): ordinary memory on
     // the CPU, pinned (page-locked) memory on a GPU; zeroed. Default kUnimplemented. Freed by the Buffer.
     virtual Result<Buffer> alloc_host(int64_t bytes);
+    // Page-locks `bytes` of existing host memory at `p` (read-only pages too: the checkpoint's mmap), so
+    // upload_async copies from it by DMA without the host waiting (CPU expert offload's prompt rows,
+    // cpu/host_experts.h). Returns whether it did; false (the default, and on any failure) leaves the
+    // memory as it was, and uploads from it still work (staged by the driver, the host waiting).
+    // unpin_host(p) undoes a pin_host(p) that returned true; the backend undoes what is left when it dies.
+    virtual bool pin_host(const void* /*p*/, int64_t /*bytes*/) { return false; }
+    virtual void unpin_host(const void* /*p*/) {}
     // Whether kv_write, attention, copy_blocks and swap_blocks handle a KV cache of format f. Default:
     // kF32 and kF16. model::KvStore::create refuses the others with kUnimplemented.
     virtual bool supports_kv_format(Format f) const { return f == Format::kF32 || f == Format::kF16; }
