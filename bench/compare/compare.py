@@ -115,7 +115,11 @@ def cmd_gen_seconds(log):
 def cmd_gen(tsv, cmd, versions):
     t = {}  # (n, max_tokens) -> {rep: seconds}
     for line in open(tsv):
-        n, mt, rep, sec, rc = line.split()
+        # "N MAX_TOKENS REP SECONDS RC"; SECONDS is empty when the process printed no time (killed, failed).
+        f = line.rstrip("\n").split(" ")
+        if len(f) != 5:
+            continue
+        n, mt, rep, sec, rc = f
         if rc == "0" and sec not in ("", "None"):
             t.setdefault((int(n), int(mt)), {})[int(rep)] = float(sec)
     for (n, mt), reps in sorted(t.items()):

@@ -13,11 +13,18 @@
 #   5. llama-bench -ngl 99 -fa 1 (CUDA graphs: its default): -p 512,2048 -n 128 -r 3 (pp512, pp2048, tg128 at
 #      depth 0), then -p 0 -n 128 -d 2048,32768 -r 3 (tg128 after 2,048 and 32,768 tokens: the same decode
 #      contexts), medians of llama-bench's samples.
+# The whole of it does not fit one call (make-model 255 s and the llama.cpp build 336 s share the 16 cores; the
+# voltllm processes load 13 GB each): run it twice on the warm machine. VOLT_COMPARE_PREP_ONLY=1 (call A1)
+# builds llama.cpp (16 jobs), writes and converts the checkpoint, and stops; the second run (call A2) finds
+# /tmp/llama-build built and the checkpoint written and goes straight to steps 3-5.
 # Output ($OUT, 2 files): compare_a.jsonl (one line a figure: figure, engine, value = median, repeats, command,
 # versions; read_bandwidth and model_config lines for the table) and compare_a_logs.tar.gz.
 # Leaves for call B (serve_20b.sh, right after, the machine warm): /tmp/llama-build (built), /tmp/volt-compare
 # (checkpoint, GGUF, tokenizer). Switches for a dry run elsewhere (bench/compare/dryrun_cpu.sh):
-# VOLT_COMPARE_MODEL=demo (assets/demo-model, no make-model), VOLT_COMPARE_DEVICE=cpu, VOLT_LLAMA_BIN=DIR
+# VOLT_COMPARE_MODEL=demo (assets/demo-model, no make-model), VOLT_COMPARE_MODEL=120b (voltllm only: the 120b
+# shape from `make-model --config-only` with --load-format dummy, no llama.cpp build, conversion or
+# llama-bench: issue 16's 120b rows, since llama.cpp's conversion of 65 GB does not fit a call),
+# VOLT_COMPARE_DEVICE=cpu, VOLT_LLAMA_BIN=DIR
 # (llama.cpp already built: no build), VOLT_COMPARE_CTX="2048 32768", VOLT_COMPARE_PP="512 2048",
 # VOLT_COMPARE_REPS=3, VOLT_COMPARE_DEADLINE_S=500 (parts not started by then are skipped, with a line saying so).
 set -uo pipefail
@@ -42,13 +49,25 @@ J=$OUT/compare_a.jsonl
 volt_find_cublas run_20b
 
 # ---- 1. llama.cpp, in the background (or VOLT_LLAMA_BIN) ----
-if [ -n "${VOLT_LLAMA_BIN:-}" ]; then
+if [ "$MODEL" = 120b ]; then
+  LB=/nonexistent  # voltllm only
+  echo 0 >"$W/build.rc"
+  BUILD_PID=
+elif [ -n "${VOLT_LLAMA_BIN:-}" ]; then
   LB=$VOLT_LLAMA_BIN
   echo 0 >"$W/build.rc"
   BUILD_PID=
+elif [ -x /tmp/llama-build/build/bin/llama-bench ] && [ -x /tmp/llama-build/build/bin/llama-server ] &&
+  [ -x /tmp/llama-build/build/bin/llama-perplexity ]; then
+  LB=/tmp/llama-build/build/bin  # built by an earlier call on this (warm) machine
+  echo 0 >"$W/build.rc"
+  BUILD_PID=
+  emit "{\"step\": \"build_llama\", \"reused\": \"/tmp/llama-build\", \"at_s\": $(since)}"
 else
   LB=/tmp/llama-build/build/bin
-  (VOLT_LLAMA_JOBS=14 OUT=$W/logs nice -n 10 bash bench/compare/build_llama.sh >"$W/logs/build_llama.out" 2>&1
+  jobs=14
+  [ "${VOLT_COMPARE_PREP_ONLY:-0}" = 1 ] && jobs=16
+  (VOLT_LLAMA_JOBS=$jobs OUT=$W/logs nice -n 10 bash bench/compare/build_llama.sh >"$W/logs/build_llama.out" 2>&1
    echo $? >"$W/build.rc") &
   BUILD_PID=$!
 fi
@@ -63,17 +82,25 @@ if [ "$MODEL" = demo ]; then
   M=$ROOT/assets/demo-model
   G=$W/demo-f16.gguf
   pre=(--pre-tokenizer gpt-4o)
+elif [ "$MODEL" = 120b ]; then
+  M=$W/gpt-oss-120b-dummy
+  G=
+  [ -f "$M/config.json" ] || "$V" --log-level warning make-model --preset "${VOLT_COMPARE_PRESET:-120b}" --config-only \
+    --tokenizer-dir "$W/models" --out "$M" >"$W/logs/make_model.log" 2>&1
 else
   M=$W/gpt-oss-20b-random
   G=$W/20b-f16.gguf
   pre=()
   if [ ! -f "$M/config.json" ]; then
     "$V" --log-level warning make-model --preset 20b --seed 20261202 --tokenizer-dir "$W/models" \
-      --out "$M" --threads 6 >"$W/logs/make_model.log" 2>&1
+      --out "$M" --threads "$([ "${VOLT_COMPARE_PREP_ONLY:-0}" = 1 ] && echo 16 || echo 6)" >"$W/logs/make_model.log" 2>&1
     emit "{\"step\": \"make_model\", \"rc\": $?, \"at_s\": $(since), \"bytes\": $(du -sb "$M" | cut -f1)}"
   fi
 fi
-if [ ! -s "$G" ]; then
+LOAD=()
+[ "$MODEL" = 120b ] && LOAD=(--load-format dummy)
+echo "${LOAD[*]}" >"$W/load_args"
+if [ -n "$G" ] && [ ! -s "$G" ]; then
   python3 bench/compare/convert.py "$W/llama.cpp" "${pre[@]}" -- "$M" --outtype f16 --outfile "$G" \
     >"$W/logs/convert.log" 2>&1
   emit "{\"step\": \"convert_hf_to_gguf\", \"rc\": $?, \"at_s\": $(since), \"bytes\": $(stat -c %s "$G" 2>/dev/null || echo 0)}"
@@ -81,6 +108,16 @@ fi
 echo "$M" >"$W/model_dir"
 echo "$G" >"$W/gguf_path"
 emit "{\"figure\": \"model_config\", \"engine\": \"-\", \"model\": \"$MODEL\", \"config\": $(tr -d '\n' <"$M/config.json")}"
+if [ "${VOLT_COMPARE_PREP_ONLY:-0}" = 1 ]; then  # call A1: the build and the checkpoint only
+  if [ -n "$BUILD_PID" ]; then
+    while kill -0 "$BUILD_PID" 2>/dev/null && [ "$(since)" -lt "$DEADLINE" ]; do sleep 2; done
+    kill -0 "$BUILD_PID" 2>/dev/null && echo 124 >"$W/build.rc"
+  fi
+  emit "{\"step\": \"build_llama\", \"rc\": $(cat "$W/build.rc"), \"at_s\": $(since)}"
+  emit "{\"step\": \"prep_only_done\", \"at_s\": $(since)}"
+  tar -C "$W" -czf "$OUT/compare_a_logs.tar.gz" logs
+  exit 0
+fi
 
 # ---- 3. read bandwidth ----
 bandwidth() {
@@ -102,7 +139,7 @@ maxlen=$((${CTXS##* } + 1024))
 gen() {  # gen N MAX_TOKENS REP
   local n=$1 mt=$2 rep=$3 name="gen_n$1_m$2_r$3" ids
   ids=$(cpy ids "$n" 0)
-  timeout "$(left)" "$V" --log-level info generate --device "$DEV" --model "$M" --prompt-ids "$ids" --max-tokens "$mt" \
+  timeout "$(left)" "$V" --log-level info generate --device "$DEV" --model "$M" "${LOAD[@]}" --prompt-ids "$ids" --max-tokens "$mt" \
     --ignore-eos --temperature 0 --max-num-seqs 1 --max-model-len "$maxlen" --max-num-batched-tokens 2048 \
     >"$W/logs/$name.out" 2>"$W/logs/$name.log"
   local rc=$?
@@ -131,6 +168,7 @@ LVER="$LLAMA_SRC; $("$LB/llama-server" --version 2>&1 | grep -m1 '^version' | tr
 lbench() {  # lbench NAME ARGS...
   local name=$1
   shift
+  [ -z "$G" ] && return  # voltllm only (120b)
   late "llama-bench $name" && return
   timeout "$(left)" "$LB/llama-bench" -m "$G" -ngl 99 -fa 1 -r "$REPS" -o json "$@" >"$W/logs/llama_bench_$name.json" \
     2>"$W/logs/llama_bench_$name.log"

@@ -40,7 +40,11 @@ J=$OUT/compare_b.jsonl
 want() { [[ $PARTS == *" $1 "* ]]; }
 M=$(cat "$W/model_dir" 2>/dev/null)
 G=$(cat "$W/gguf_path" 2>/dev/null)
-for f in "$LB/llama-server" "$LB/llama-perplexity" "$G" "$M/config.json"; do
+read -r -a LOAD <<<"$(cat "$W/load_args" 2>/dev/null)"  # run_20b.sh's: --load-format dummy for the 120b shape
+need=("$M/config.json")
+[ -n "$G" ] && need+=("$LB/llama-server" "$LB/llama-perplexity" "$G")
+[ -z "$G" ] && PARTS=" serve_voltllm "  # voltllm only (VOLT_COMPARE_MODEL=120b in run_20b.sh)
+for f in "${need[@]}"; do
   [ -e "$f" ] || { emit "{\"error\": \"${f:-model} missing: run bench/compare/run_20b.sh first on this (warm) machine\"}"; exit 2; }
 done
 # shellcheck source=scripts/gpu/lib.sh
@@ -139,7 +143,7 @@ if want serve_llama; then
     --host 127.0.0.1 --port "$PORT"
 fi
 if want serve_voltllm; then
-  run_engine voltllm "$V" --log-level info serve --device "$DEV" --model "$M" --host 127.0.0.1 --port "$PORT" \
+  run_engine voltllm "$V" --log-level info serve --device "$DEV" --model "$M" "${LOAD[@]}" --host 127.0.0.1 --port "$PORT" \
     --max-model-len 4096 --max-num-seqs 128 --gpu-memory-utilization 0.92
 fi
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # scripts/gpu/offload.sh BUNDLE_DIR: CPU expert offload on the GPU machine (issue 22), run from the
-# repository root with a bundle from `scripts/bundle.sh cuda13 out/bundle-cuda13` (or volta-ptx); under 5
+# repository root with a bundle from `scripts/bundle.sh cuda13 out/bundle-cuda13` (or volta-ptx); under 6
 # minutes. Needs python3 (no numpy), curl, nvidia-smi. One JSON line per part in $OUT/offload.jsonl, logs
 # in $OUT/offload_logs.tar.gz:
 #   logits_*    voltllm logits --device cuda on the demo model (assets/demo-model, MXFP4 experts) with
@@ -16,10 +16,24 @@
 #               process measured at start, and the fraction of it the offloaded experts' bytes per token x
 #               tok/s are (the dummy model's layers share one host copy of the experts: 423 MB, far past
 #               the CPU caches, so every token still reads from memory)
-# VOLT_OFFLOAD_PARTS="logits serve_120b decode" (the default: all) picks parts.
+#   prefill_*   voltllm generate --device cuda on the 20b shape, dummy weights: one prompt of 2,048 fixed
+#               ids, --max-tokens 1, --max-num-batched-tokens 2048, with the experts of 0, 4, 12, 24 layers
+#               offloaded: prompt tok/s = 2048 / the generate call's time (one step: the prompt rows of the
+#               offloaded layers run on the GPU from the staging, their experts uploaded each layer), and
+#               the runner's own totals (rows, experts and GB uploaded). The dummy model's layers share one
+#               host copy of the experts, but every layer uploads its experts again (nothing is reused
+#               across layers), so the copies are the real model's.
+#   llama_*     when a llama-bench binary (${LLAMA_BIN:-/tmp/llama-build/bin, else
+#               /tmp/llama-build/build/bin}/llama-bench) and a GGUF (${VOLT_GGUF:-/tmp/volt-compare/*.gguf};
+#               bench/compare/run_20b.sh leaves both) exist: llama-bench -ngl 99 -fa 1 -ncmoe 0,4,12,24 -p 512
+#               -n 128 -r 2 -o jsonl (llama.cpp's --n-cpu-moe keeps the experts of the FIRST N layers on the
+#               CPU, ours the last N: the same shapes), one row per N and test beside ours; skipped with a
+#               line saying so otherwise.
+# VOLT_OFFLOAD_PARTS="logits serve_120b decode prefill llama" (the default: all) picks parts. All parts: about
+# 5.5 minutes on the H200 machine (llama about 2 of them); "prefill llama" alone about 3.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-PARTS=" ${VOLT_OFFLOAD_PARTS:-logits serve_120b decode} "
+PARTS=" ${VOLT_OFFLOAD_PARTS:-logits serve_120b decode prefill llama} "
 want() { [[ $PARTS == *" $1 "* ]]; }
 B=$(cd "${1:?usage: scripts/gpu/offload.sh BUNDLE_DIR}" && pwd)
 V=$B/voltllm
@@ -138,7 +152,7 @@ if want decode; then
     line=$(grep "generated tok/s" "$W/logs/$name.log" | tail -1)
     tps=$(echo "$line" | sed -n 's/.*: \([0-9.]*\) generated tok\/s.*/\1/p')
     bw=$(sed -n 's/.*host read bandwidth \([0-9.]*\) GB\/s.*/\1/p' "$W/logs/$name.log" | head -1)
-    cpu=$(grep -h "experts calls on the CPU" "$W/logs/$name.log" | tail -1)
+    cpu=$(grep -h "experts calls, rows on the CPU" "$W/logs/$name.log" | tail -1)
     emit "$(python3 -c "
 import json
 tps = float('${tps:-0}' or 0); bw = float('${bw:-0}' or 0); n = $n
@@ -151,6 +165,78 @@ print(json.dumps({'part': '$name', 'pass': $rc == 0 and tps > 0, 'rc': $rc, 'off
   'wall_s': round($t1 - $t0, 1), 'line': '''$line''', 'cpu_stats': '''$cpu'''}))")"
   done
 fi
+
+# ---- (d) prompt (prefill) tok/s vs offloaded layers, 20b shape ----
+if want prefill; then
+  ids=$(python3 -c 'print(",".join(str((i * 7919) % 8000) for i in range(2048)))')
+  for n in 0 4 12 24; do
+    name=prefill_20b_off$n
+    timeout 150 "$V" --log-level info generate --device cuda --load-format dummy --model "$W/20b" \
+      --prompt-ids "$ids" --max-tokens 1 --ignore-eos --temperature 0 --max-num-seqs 1 \
+      --max-num-batched-tokens 2048 --max-model-len 4096 --kv-cache-memory-bytes 4294967296 \
+      --cpu-offload-experts $n >"$W/logs/$name.out" 2>"$W/logs/$name.log"
+    rc=$?
+    line=$(grep "generated tok/s" "$W/logs/$name.log" | tail -1)
+    path=$(grep -h "offload: prompt rows of offloaded layers" "$W/logs/$name.log" | head -1)
+    cpu=$(grep -h "experts calls, rows on the CPU" "$W/logs/$name.log" | tail -1)
+    emit "$(python3 -c "
+import json, re, sys
+rc, line, n = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+m = re.search(r'(\d+) prompt tokens, (\d+) generated tokens in ([0-9.]+) s', line)
+p, s = (int(m.group(1)), float(m.group(3))) if m else (None, None)
+u = re.search(r'prompt rows on the device in (\d+) calls \((\d+) rows, (\d+) experts, ([0-9.]+) GB uploaded\)', sys.argv[5])
+print(json.dumps({'part': 'prefill_20b_off%d' % n, 'pass': rc == 0 and bool(p) and (n == 0 or bool(u)), 'rc': rc,
+  'offloaded_layers': n, 'prompt_tokens': p, 'seconds': s, 'prompt_tok_s': round(p / s, 1) if p and s else None,
+  'staged_calls': int(u.group(1)) if u else None, 'staged_experts': int(u.group(3)) if u else None,
+  'uploaded_gb': float(u.group(4)) if u else None, 'upload_gbps': round(float(u.group(4)) / s, 1) if u and s else None,
+  'prompt_path': sys.argv[4]}))" "$rc" "$line" "$n" "$path" "$cpu")"
+  done
+fi
+
+# ---- (e) llama.cpp's llama-bench with --n-cpu-moe, beside (c) and (d) ----
+if want llama; then
+  LBIN=${LLAMA_BIN:-}
+  if [ -z "$LBIN" ]; then
+    for d in /tmp/llama-build/bin /tmp/llama-build/build/bin; do [ -x "$d/llama-bench" ] && { LBIN=$d; break; }; done
+  fi
+  GGUF=${VOLT_GGUF:-}
+  if [ -z "$GGUF" ]; then
+    for g in /tmp/volt-compare/*.gguf; do [[ -f $g && $g != *demo* ]] && { GGUF=$g; break; }; done
+  fi
+  if [ -z "$LBIN" ] || [ ! -x "$LBIN/llama-bench" ] || [ -z "$GGUF" ] || [ ! -f "$GGUF" ]; then
+    emit "{\"part\": \"llama\", \"skipped\": \"no llama-bench (LLAMA_BIN=${LBIN:-unset}) or no GGUF (VOLT_GGUF=${GGUF:-unset}): bench/compare/run_20b.sh leaves both\"}"
+  else
+    timeout 200 "$LBIN/llama-bench" -m "$GGUF" -ngl 99 -fa 1 -ncmoe 0,4,12,24 -p 512 -n 128 -r 2 -o jsonl \
+      >"$W/logs/llama_bench.jsonl" 2>"$W/logs/llama_bench.log"
+    rc=$?
+    python3 - "$W/logs/llama_bench.jsonl" "$rc" "$GGUF" <<'PY' | while read -r l; do emit "$l"; done
+import json, sys
+rows = []
+for l in open(sys.argv[1]):
+    try: rows.append(json.loads(l))
+    except ValueError: pass
+for r in rows:
+    test = 'pp%d' % r['n_prompt'] if r.get('n_prompt') else 'tg%d' % r.get('n_gen', 0)
+    print(json.dumps({'part': 'llama_%s_ncmoe%d' % (test, r.get('n_cpu_moe', 0)), 'pass': True, 'engine': 'llama.cpp',
+                      'n_cpu_moe': r.get('n_cpu_moe'), 'test': test, 'tok_s': round(r.get('avg_ts', 0), 1),
+                      'stddev': round(r.get('stddev_ts', 0), 1), 'build': r.get('build_commit'), 'model': sys.argv[3]}))
+if not rows:
+    print(json.dumps({'part': 'llama', 'pass': False, 'rc': int(sys.argv[2]), 'error': 'no rows (llama_bench.log)'}))
+PY
+  fi
+fi
+
+# ---- side by side: tok/s vs offloaded layers ----
+python3 - "$S" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+by = {r['part']: r for r in rows}
+print('offloaded layers | voltllm prompt tok/s (2048) | voltllm decode tok/s (b1) | llama.cpp pp512 | llama.cpp tg128')
+for n in (0, 4, 12, 24):
+    f = lambda k, key: (by.get(k) or {}).get(key)
+    print('%16d | %27s | %25s | %15s | %15s' % (n, f('prefill_20b_off%d' % n, 'prompt_tok_s'), f('decode_20b_off%d' % n, 'tok_s'),
+          f('llama_pp512_ncmoe%d' % n, 'tok_s'), f('llama_tg128_ncmoe%d' % n, 'tok_s')))
+PY
 
 tar czf "$OUT/offload_logs.tar.gz" -C "$W" logs
 python3 -c "

@@ -1,5 +1,7 @@
 #include "cuda/cuda_backend.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -151,6 +153,10 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(const CudaOptions& o) {
         dev.name, dev.cc_string(), dev.sm_count, dev.total_bytes / 1073741824.0, dev.driver_version,
         dev.runtime_version, dev.kernel_arch);
     spdlog::info("cuda: dtype {} (operands), kernels: {}", operand_name(op), describe(b->dispatch_));
+    if (o.single_sequence && b->dispatch_.uses(OpKind::kExperts, "experts_mma_m16n8k16"))
+        spdlog::info(
+            "cuda: --max-num-seqs 1: generated expert rows take experts_gemv_mxfp4_f16x2 (one token is "
+            "faster there than on the MMA kernel)");
     spdlog::info("cuda: cuBLAS {}", b->cublas_status_);
     return b;
 }
@@ -159,6 +165,10 @@ CudaBackend::~CudaBackend() {
     cublas_.reset();
     for (Scratch& s : scratch_)
         if (s.data != nullptr) release(s.data, s.bytes);
+    for (const auto& [p, page] : host_registered_) {
+        const cudaError_t e = cudaHostUnregister(page);
+        if (e != cudaSuccess) cudaGetLastError();  // the pages may be unmapped by now: nothing to undo
+    }
     if (error_ != nullptr) {
         const cudaError_t e = cudaFree(error_);
         VOLT_CHECK(e == cudaSuccess || cuda_unloading(e)) << cudaGetErrorString(e);
@@ -231,6 +241,41 @@ Result<ops::Buffer> CudaBackend::alloc_host(int64_t bytes) {
     return ops::Buffer(this, p, bytes);
 }
 
+bool CudaBackend::pin_host(const void* p, int64_t bytes) {
+    if (p == nullptr || bytes <= 0 || host_registered_.count(p) != 0) return false;
+    // Whole pages: cudaHostRegister wants them, and the mmap's pages are what gets locked.
+    const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+    const uintptr_t lo = reinterpret_cast<uintptr_t>(p) / page * page;
+    const uintptr_t hi =
+        (reinterpret_cast<uintptr_t>(p) + static_cast<uintptr_t>(bytes) + page - 1) / page * page;
+    VOLT_CUDA_CHECK(cudaSetDevice(device_.ordinal));
+    int read_only = 0;
+    if (cudaDeviceGetAttribute(&read_only, cudaDevAttrHostRegisterReadOnlySupported, device_.ordinal) !=
+        cudaSuccess) {
+        cudaGetLastError();
+        read_only = 0;
+    }
+    // The checkpoint is mapped PROT_READ: without the read-only flag the driver would ask for write access.
+    const unsigned flags = cudaHostRegisterPortable | (read_only != 0 ? cudaHostRegisterReadOnly : 0u);
+    void* start = reinterpret_cast<void*>(lo);
+    if (cudaHostRegister(start, static_cast<size_t>(hi - lo), flags) != cudaSuccess) {
+        cudaGetLastError();  // not sticky: the copies stay pageable
+        return false;
+    }
+    host_registered_[p] = start;
+    return true;
+}
+
+void CudaBackend::unpin_host(const void* p) {
+    auto it = host_registered_.find(p);
+    if (it == host_registered_.end()) return;
+    cudaError_t e = cudaStreamSynchronize(stream_);  // no copy from the pages may still be in flight
+    if (cuda_unloading(e)) return;
+    VOLT_CUDA_CHECK(e);
+    if (cudaHostUnregister(it->second) != cudaSuccess) cudaGetLastError();
+    host_registered_.erase(it);
+}
+
 void CudaBackend::swap_blocks(const ops::SwapBlocksArgs& a) {
     auto* host = static_cast<uint8_t*>(a.host_pool);
     const int64_t host_block = a.num_layers * 2 * a.block_bytes;
@@ -295,6 +340,53 @@ void CudaBackend::upload_async(void* dst, const void* src, int64_t bytes) {
     if (bytes <= 0) return;
     VOLT_CUDA_CHECK(cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes), cudaMemcpyHostToDevice, stream_));
 }
+
+void CudaBackend::upload_pinned(void* dst, const void* src, int64_t bytes) {
+    if (bytes <= 0) return;
+    VOLT_CUDA_CHECK(cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes), cudaMemcpyHostToDevice, stream_));
+}
+
+void CudaBackend::download_async(void* dst, const void* src, int64_t bytes) {
+    if (bytes <= 0) return;
+    VOLT_CUDA_CHECK(cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes), cudaMemcpyDeviceToHost, stream_));
+}
+
+namespace {
+class CudaEvent final : public ops::Event {
+  public:
+    CudaEvent(cudaStream_t stream, const int* device_error) : stream_(stream), device_error_(device_error) {
+        VOLT_CUDA_CHECK(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming));
+        VOLT_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&code_), sizeof(int), cudaHostAllocDefault));
+        *code_ = kDeviceOk;
+    }
+    ~CudaEvent() override {
+        // Both wait for the device where they must (the event still pending, the copy into code_).
+        if (cudaEventSynchronize(event_) == cudaSuccess) (void)cudaFreeHost(code_);
+        (void)cudaEventDestroy(event_);
+    }
+    void record() override {
+        VOLT_CUDA_CHECK(cudaMemcpyAsync(code_, device_error_, sizeof(int), cudaMemcpyDeviceToHost, stream_));
+        VOLT_CUDA_CHECK(cudaEventRecord(event_, stream_));
+    }
+    void wait() override {
+        VOLT_CUDA_CHECK(cudaEventSynchronize(event_));
+        VOLT_CHECK(*code_ == kDeviceOk) << "cuda: a kernel found bad input: " << device_error_message(*code_);
+    }
+
+  private:
+    cudaStream_t stream_;
+    const int* device_error_;
+    cudaEvent_t event_ = nullptr;
+    int* code_ = nullptr;  // pinned: the device's error word as of the record
+};
+}  // namespace
+
+std::unique_ptr<ops::Event> CudaBackend::create_event() {
+    VOLT_CUDA_CHECK(cudaSetDevice(device_.ordinal));
+    return std::make_unique<CudaEvent>(stream_, error_);
+}
+
+void CudaBackend::move_ids(const ops::MoveIdsArgs& a) { launch_move_ids(a, ctx()); }
 
 void CudaBackend::download(void* dst, const void* src, int64_t bytes) {
     if (bytes > 0)
@@ -826,19 +918,28 @@ ops::ExpertsArgs rows_from(const ops::ExpertsArgs& a, int64_t P) {
 }
 }  // namespace
 
+const char* CudaBackend::experts_kernel(const ops::ExpertsArgs& a) const {
+    constexpr const char* kMma = "experts_mma_m16n8k16";
+    constexpr const char* kGemv = "experts_gemv_mxfp4_f16x2";
+    const bool mma_chosen = dispatch_.uses(OpKind::kExperts, kMma);
+    // One token reads its 4 experts either way; the MMA path's extra launches cost more than its fewer
+    // instructions gain, so a process that never batches two sequences keeps the GEMV.
+    if (mma_chosen && !options_.single_sequence && experts_mma_eligible(a, operand_)) return kMma;
+    // The MMA row stands above the GEMV in the dispatch table (min_cc 80 over 70): where it is chosen, the
+    // GEMV is usable too.
+    if ((mma_chosen || dispatch_.uses(OpKind::kExperts, kGemv)) && experts_gemv_eligible(a)) return kGemv;
+    return "experts_warp_mxfp4_3pass";
+}
+
 void CudaBackend::experts(const ops::ExpertsArgs& a) {
     const int64_t T = a.num_tokens;
     if (T <= 0) return;
     const int64_t pairs = std::max(T, limits_.max_tokens) * a.top_k;
-    // Generated rows on tensor cores, except where a step never has more than one sequence (--max-num-seqs
-    // 1): there the GEMV is faster (one token reads 4 experts either way, and the MMA path's extra launches
-    // cost more than its fewer instructions gain). Fixed for the process, so a row's bits never depend on
-    // the batch.
-    const bool mma = dispatch_.uses(OpKind::kExperts, "experts_mma_m16n8k16") && limits_.max_seqs != 1;
-    if (mma && experts_mma_eligible(a, operand_)) {
+    const char* kernel = experts_kernel(a);
+    const bool prompt_gemm = dispatch_.uses(OpKind::kPromptGemm, "gemm_mma_m16n8k16_f32acc");
+    if (std::strcmp(kernel, "experts_mma_m16n8k16") == 0) {
         // Prompt rows [0, P) on the prompt GEMM, generated rows [P, T) on the decode MMA kernel.
-        const int64_t P =
-            dispatch_.uses(OpKind::kPromptGemm, "gemm_mma_m16n8k16_f32acc") ? std::min(a.prompt_rows, T) : 0;
+        const int64_t P = prompt_gemm ? std::min(a.prompt_rows, T) : 0;
         // Sized for a step's most generated rows (one per sequence) even when every row is a prompt row: a
         // later decode step's graph capture then finds it grown (it must not allocate).
         const int64_t most =
@@ -848,12 +949,9 @@ void CudaBackend::experts(const ops::ExpertsArgs& a) {
         if (P < T) launch_experts_mma(rows_from(a, P), s, ctx());
         return;
     }
-    if ((mma || dispatch_.uses(OpKind::kExperts, "experts_gemv_mxfp4_f16x2")) && experts_gemv_eligible(a)) {
+    if (std::strcmp(kernel, "experts_gemv_mxfp4_f16x2") == 0) {
         // Prompt rows [0, P) on tensor cores, generated rows [P, T) by the GEMV (ops.h prompt_rows).
-        const int64_t P = dispatch_.uses(OpKind::kPromptGemm, "gemm_mma_m16n8k16_f32acc") &&
-                                  gemm_experts_eligible(a, operand_)
-                              ? std::min(a.prompt_rows, T)
-                              : 0;
+        const int64_t P = prompt_gemm && gemm_experts_eligible(a, operand_) ? std::min(a.prompt_rows, T) : 0;
         // Sized for max_tokens rows even when every row is a prompt row: a later decode step's graph
         // capture then finds it grown (it must not allocate).
         void* act = scratch(kExpertAct, experts_gemv_act_bytes(pairs, a.down.in));

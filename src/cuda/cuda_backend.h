@@ -1,6 +1,8 @@
 // CudaBackend: ops::Backend on one NVIDIA GPU (docs/cuda.md). Memory: cudaMalloc'd buffers, one stream;
-// upload, download and synchronize wait for the stream (correct first; the asynchronous executor with
-// pinned staging and graphs is a later issue). Placement: dense bf16 weights become f16 under
+// upload, download and synchronize wait for the stream; upload_async, upload_pinned, download_async and
+// events (cudaEvent_t on the stream) do not: the asynchronous executor (executor/backend_executor.h)
+// enqueues a whole step with them and waits for its event at collect. Placement: dense bf16 weights become
+// f16 under
 // --dtype half when the range check allows (placement.h), int8 / AWQ int4 weights are repacked row-major
 // (placement.h repack_int_weight), vectors become f32, MXFP4 experts stay packed,
 // dense bf16 experts are quantized to MXFP4 under --dtype half (with a notice). Ops: the kernels of
@@ -31,6 +33,10 @@ struct CudaOptions {
     std::string cuda_kernels = "auto";  // auto | sm70 | basic | sm70-basic (basic: issue 13's kernels only)
     int device = 0;                     // the GPU's ordinal among the visible ones
     bool embedding_in_host_memory = false;  // the embedding table in pinned, mapped host memory
+    // No step ever holds two sequences (--max-num-seqs 1): generated expert rows take the GEMV, which is
+    // faster for one token than the MMA kernel (experts_kernel). Fixed at creation, so a row's bits never
+    // depend on the batch or on the order of reserve() calls.
+    bool single_sequence = false;
 };
 
 // --dtype to the operand precision on this device (auto: half below compute capability 8.0, as vLLM,
@@ -62,11 +68,21 @@ class CudaBackend final : public ops::Backend {
     // cudaMemcpyAsync from pageable memory: the runtime copies `src` out before returning and does not
     // wait for the device (CUDA runtime API, "API synchronization behavior").
     void upload_async(void* dst, const void* src, int64_t bytes) override;
+    // cudaMemcpyAsync from pinned memory (alloc_host): neither copies src first nor waits.
+    void upload_pinned(void* dst, const void* src, int64_t bytes) override;
     void download(void* dst, const void* src, int64_t bytes) override;
+    // cudaMemcpyAsync into pinned memory (alloc_host), no wait.
+    void download_async(void* dst, const void* src, int64_t bytes) override;
+    // A cudaEvent_t (timing off) recorded on the stream, with the device's error word copied into pinned
+    // memory before it: wait() synchronizes on the event and raises a data error a kernel reported.
+    std::unique_ptr<ops::Event> create_event() override;
     void copy(void* dst, const void* src, int64_t bytes) override;
     void fill(void* dst, uint8_t byte, int64_t bytes) override;
     // Pinned host memory (cudaHostAlloc, zeroed): the KV swap pool.
     Result<ops::Buffer> alloc_host(int64_t bytes) override;
+    // cudaHostRegister of the pages holding [p, p + bytes) (read-only where the device supports it).
+    bool pin_host(const void* p, int64_t bytes) override;
+    void unpin_host(const void* p) override;
     ops::MemoryStats memory() const override;
     void synchronize() override;
     Status reserve(const ops::WorkspaceLimits& limits) override;
@@ -93,8 +109,18 @@ class CudaBackend final : public ops::Backend {
     void attention(const ops::AttentionArgs& a) override;
     void router(const ops::RouterArgs& a) override;
     void experts(const ops::ExpertsArgs& a) override;
+    // The dispatch variant experts() runs the generated rows of `a` on (its prompt rows take the prompt
+    // GEMM where that is chosen): "experts_mma_m16n8k16" on sm_80+ unless the process never batches two
+    // sequences (CudaOptions::single_sequence, from --max-num-seqs 1) or the operands are f32;
+    // then "experts_gemv_mxfp4_f16x2", which the MMA row always has beneath it; the basic
+    // "experts_warp_mxfp4_3pass" only for shapes or formats the fast kernels do not take, or when they
+    // are left out (--cuda-kernels basic, VOLT_CUDA_KERNELS_OFF). Fixed by the process and the weights,
+    // never by the batch.
+    const char* experts_kernel(const ops::ExpertsArgs& a) const;
     void add(const ops::AddArgs& a) override;
     void sample(const ops::SampleArgs& a) override;
+    // One kernel (kernels/elementwise.cu launch_move_ids).
+    void move_ids(const ops::MoveIdsArgs& a) override;
     // One cudaMemcpyAsync per block of each pool (and of each int8 scale pool) on the stream, no wait (the
     // pool is pinned; stream order puts a swap-out after the writes before it and a swap-in before the
     // reads after it). copy_blocks is the default (ops/backend.cc: one copy per block of every pool).
@@ -152,6 +178,7 @@ class CudaBackend final : public ops::Backend {
             experts_quantized_ = 0;
     std::unordered_map<void*, void*> host_mapped_;  // device address -> cudaHostAlloc'd host address
     std::unordered_set<void*> host_pinned_;         // alloc_host's buffers (cudaFreeHost on release)
+    std::unordered_map<const void*, void*> host_registered_;  // pin_host's: p -> the registered page
 };
 
 }  // namespace volt::cuda

@@ -352,6 +352,20 @@ Status BackendExecutor::init_cache(const CacheConfig& c) {
     }
     builder_.init(c.max_num_seqs);
     set_num_slots(c.max_num_seqs);
+    // The asynchronous path: one staging set and event per step in flight, the last draw per seq_slot.
+    VOLT_CHECK(async_next_ == async_collected_) << "init_cache with steps in flight";
+    async_ = !resolve_on_host_ && !process_ && group_->size() == 1;
+    async_ring_.clear();
+    last_draw_ = ops::Buffer();
+    fed_.assign(static_cast<size_t>(std::max<int64_t>(c.max_num_seqs, 1)), 0);
+    if (async_) {
+        ops::Backend& be = backend();
+        const int64_t slots = std::max<int64_t>(c.max_num_seqs, 1);
+        VOLT_ASSIGN_OR_RETURN(last_draw_, be.alloc(slots * static_cast<int64_t>(sizeof(int32_t))));
+        be.fill(last_draw_.data(), 0, slots * static_cast<int64_t>(sizeof(int32_t)));
+        async_ring_.resize(static_cast<size_t>(std::max(1, max_in_flight())));
+        for (AsyncStep& f : async_ring_) f.done = be.create_event();
+    }
     // Decode graphs: capture sizes, and the inputs' buffer at its largest so that it never moves.
     graphs_.clear();
     capture_sizes_.clear();
@@ -365,8 +379,14 @@ Status BackendExecutor::init_cache(const CacheConfig& c) {
     if (!capture_sizes_.empty() && c.max_model_len > 0 && group_->size() == 1) {
         const int64_t widths = (std::max<int64_t>(c.max_model_len, 256) + c.block_size - 1) / c.block_size;
         const int64_t w[kNumKvGroups] = {widths, widths};
-        VOLT_RETURN_IF_ERROR(
-            graph_upload_.reserve(backend(), model::StepUpload::decode_bytes(capture_sizes_.back(), w)));
+        // The asynchronous path's sample rows travel in front of the inputs (model::StepHead): room for
+        // the largest bucket's rows, their outputs and moves, and 64 KiB of id lists (a larger head, e.g.
+        // long penalty histories, grows it once and the graphs are captured again).
+        const int64_t rows_max = capture_sizes_.back();
+        const auto per_row = static_cast<int64_t>(sizeof(ops::SampleRow) + 2 * sizeof(ops::IdMove)) + 8 +
+                             8 * kMaxLogprobs + 64;
+        VOLT_RETURN_IF_ERROR(graph_upload_.reserve(backend(), model::StepUpload::decode_bytes(rows_max, w),
+                                                   async_ ? rows_max * per_row + 65536 : 0));
     }
     return Status::ok();
 }
@@ -679,10 +699,9 @@ bool BackendExecutor::graph_eligible(const StepBatch& b) const {
     return !group_->rank(0).forward->tracing();
 }
 
-Status BackendExecutor::run_graph(const StepBatch& b, const model::HostStep& step) {
-    Rank& r = group_->rank(0);
-    RankState& st = states_[0];
-    ops::Backend& be = *r.backend;
+Status BackendExecutor::graph_inputs(const StepBatch& b, const model::HostStep& step, ops::Buffer* pinned,
+                                     const model::StepHead* head, GraphKey* key, model::ForwardBatch* fb) {
+    ops::Backend& be = *group_->rank(0).backend;
     const int64_t S = b.num_seqs;
     const int64_t rows = *std::lower_bound(capture_sizes_.begin(), capture_sizes_.end(), S);
     int64_t longest = 0;
@@ -694,12 +713,18 @@ Status BackendExecutor::run_graph(const StepBatch& b, const model::HostStep& ste
     for (int g = 0; g < kNumKvGroups; ++g)
         widths[g] = std::max<int64_t>((keys + block_size_ - 1) / block_size_, step.max_blocks[g]);
     pad_decode_step(step, rows, widths, &padded_);
-    swap_rank(0, b);  // outside the graph, like the copies
-    copy_blocks(0, b);
-    VOLT_ASSIGN_OR_RETURN(model::ForwardBatch fb, graph_upload_.upload(be, padded_));
-    fb.max_seq_len = keys;  // sizes the split-KV grid; each row's splits follow its own context
+    VOLT_ASSIGN_OR_RETURN(*fb, graph_upload_.upload(be, padded_, pinned, head));
+    fb->max_seq_len = keys;  // sizes the split-KV grid; each row's splits follow its own context
+    *key = {rows, keys, widths[0], widths[1]};
+    return Status::ok();
+}
+
+Status BackendExecutor::graph_forward(const GraphKey& key, const model::ForwardBatch& fb) {
+    Rank& r = group_->rank(0);
+    RankState& st = states_[0];
+    ops::Backend& be = *r.backend;
     const model::LogitsFn none = [](int64_t, int64_t, const float*) {};
-    CapturedStep& cs = graphs_[{rows, keys, widths[0], widths[1]}];
+    CapturedStep& cs = graphs_[key];
     if (!cs.graph || cs.epoch != be.scratch_epoch() || !same_inputs(cs.inputs, fb)) {
         cs = CapturedStep();
         Status inner = Status::ok();
@@ -716,18 +741,212 @@ Status BackendExecutor::run_graph(const StepBatch& b, const model::HostStep& ste
                 spdlog::warn("cuda graphs off, steps run eagerly: {}", why.to_string());
                 graphs_failed_ = true;
             }
-            graphs_.erase({rows, keys, widths[0], widths[1]});
-            VOLT_RETURN_IF_ERROR(r.forward->run(fb, st.cache.layers(), st.ws, none));
+            graphs_.erase(key);
+            return r.forward->run(fb, st.cache.layers(), st.ws, none);
         }
     }
-    auto it = graphs_.find({rows, keys, widths[0], widths[1]});
+    auto it = graphs_.find(key);
     if (it != graphs_.end() && it->second.graph) {
         it->second.graph->launch();
         ++graph_replays_;
     }
+    return Status::ok();
+}
+
+Status BackendExecutor::run_graph(const StepBatch& b, const model::HostStep& step) {
+    swap_rank(0, b);  // outside the graph, like the copies
+    copy_blocks(0, b);
+    GraphKey key;
+    model::ForwardBatch fb;
+    VOLT_RETURN_IF_ERROR(graph_inputs(b, step, nullptr, nullptr, &key, &fb));
+    VOLT_RETURN_IF_ERROR(graph_forward(key, fb));
     const model::GptOssConfig& c = weights_->config;
-    const std::vector<ops::SampleRow>& sample = builder_.sample_rows(b, 0, S, st.ws.logits, c.vocab_size);
+    const std::vector<ops::SampleRow>& sample =
+        builder_.sample_rows(b, 0, b.num_seqs, states_[0].ws.logits, c.vocab_size);
     return sample_chunk(sample, 0, c.vocab_size, b.vocab_size_real > 0 ? b.vocab_size_real : c.vocab_size);
+}
+
+}  // namespace volt::executor
+
+// ---- The asynchronous path (one local rank; see the file comment of backend_executor.h).
+namespace volt::executor {
+
+Result<StepHandle> BackendExecutor::submit(const StepBatch& b) {
+    if (!async_) return SyncExecutor::submit(b);
+    const auto ring = static_cast<int64_t>(async_ring_.size());
+    VOLT_CHECK(async_next_ - async_collected_ < ring) << "submit past max_in_flight";
+    AsyncStep& f = async_ring_[async_next_ % ring];
+    VOLT_RETURN_IF_ERROR(enqueue_step(b, &f));
+    f.id = async_next_++;
+    return StepHandle{f.id};
+}
+
+Status BackendExecutor::collect(StepHandle handle, StepResult* result) {
+    if (!async_) return SyncExecutor::collect(handle, result);
+    VOLT_CHECK(async_collected_ < async_next_ && handle.id == async_collected_)
+        << "collect out of order: " << handle.id;
+    AsyncStep& f = async_ring_[handle.id % static_cast<int64_t>(async_ring_.size())];
+    VOLT_CHECK_EQ(f.id, handle.id);
+    f.done->wait();  // the step's ops, its download into out_pinned, and its staging buffers are done
+    ++async_collected_;
+    const auto* out = static_cast<const uint8_t*>(f.out_pinned.data());
+    if (f.rows.empty()) {  // a step of prompt chunks that draw nothing: nothing was downloaded
+        result->tokens.clear();
+        result->logprobs.clear();
+        return Status::ok();
+    }
+    fill_result(f.rows, reinterpret_cast<const int32_t*>(out), reinterpret_cast<const float*>(out + f.out_lp),
+                reinterpret_cast<const int32_t*>(out + f.out_top_ids),
+                reinterpret_cast<const float*>(out + f.out_top_lp), kMaxLogprobs, result);
+    return Status::ok();
+}
+
+Status BackendExecutor::stage_sampling(const StepBatch& b, AsyncStep* f, StagedSampling* out) {
+    ops::Backend& be = backend();
+    const int64_t V = weights_->config.vocab_size;
+    const auto R = static_cast<int64_t>(b.logits_rows.size());
+    // (The logits pointers are fix_sampling's; the workspace's keeps the arithmetic defined.)
+    const std::vector<ops::SampleRow>& rows = builder_.sample_rows(b, 0, R, states_[0].ws.logits, V, true);
+    const std::vector<uint8_t>& deferred = builder_.deferred_output();
+    // Layout: the outputs first (one download), the rows, each row's id lists (an output list with room
+    // for the deferred id after it), then the id moves.
+    std::vector<uint8_t>& s = sample_staging_;
+    s.clear();
+    StagedSampling& o = *out;
+    o.rows = R;
+    o.out_tokens = room<int32_t>(s, R);
+    o.out_lp = room<float>(s, R);
+    o.out_top_ids = room<int32_t>(s, R * kMaxLogprobs);
+    o.out_top_lp = room<float>(s, R * kMaxLogprobs);
+    o.out_bytes = static_cast<int64_t>(s.size());
+    o.rows_off = stage(s, rows.data(), R);
+    offs_.assign(static_cast<size_t>(R * 5), 0);
+    int64_t num_pre = static_cast<int64_t>(b.deferred.size()), num_post = 0;
+    for (int64_t i = 0; i < R; ++i) {
+        const ops::SampleRow& r = rows[i];
+        int64_t* off = offs_.data() + i * 5;
+        off[0] = stage(s, r.bias_ids, r.num_bias);
+        off[1] = stage(s, r.bias_values, r.num_bias);
+        off[2] = stage(s, r.allowed_ids, r.num_allowed);
+        off[3] = stage(s, r.prompt_ids, r.num_prompt);
+        off[4] = room<int32_t>(s, r.num_output + deferred[i]);
+        if (r.num_output > 0) std::memcpy(s.data() + off[4], r.output_ids, r.num_output * sizeof(int32_t));
+        num_pre += deferred[i];
+        num_post += b.logits_rows[i].feeds_slot ? 1 : 0;
+    }
+    o.pre_moves = room<ops::IdMove>(s, num_pre);
+    o.post_moves = room<ops::IdMove>(s, num_post);
+    o.num_pre = num_pre;
+    o.num_post = num_post;
+    if (f->out_pinned.bytes() < o.out_bytes) {
+        f->out_pinned = ops::Buffer();
+        VOLT_ASSIGN_OR_RETURN(f->out_pinned, be.alloc_host(std::max<int64_t>(o.out_bytes * 5 / 4, 4096)));
+    }
+    f->out_lp = o.out_lp;
+    f->out_top_ids = o.out_top_ids;
+    f->out_top_lp = o.out_top_lp;
+    return Status::ok();
+}
+
+void BackendExecutor::fix_sampling(const StepBatch& b, StagedSampling* o, uint8_t* base, int32_t* tokens_in,
+                                   const float* logits) {
+    const int64_t V = weights_->config.vocab_size;
+    const int64_t chunk = states_[0].ws.logits_chunk_rows;
+    const std::vector<uint8_t>& deferred = builder_.deferred_output();
+    std::vector<uint8_t>& s = sample_staging_;
+    o->base = base;
+    auto* last = last_draw_.as<int32_t>();
+    // Pointers into the device copy; each row's logits at its place in the workspace's chunk of logits.
+    auto* staged = reinterpret_cast<ops::SampleRow*>(s.data() + o->rows_off);
+    auto* pre = reinterpret_cast<ops::IdMove*>(s.data() + o->pre_moves);
+    auto* post = reinterpret_cast<ops::IdMove*>(s.data() + o->post_moves);
+    for (const DeferredToken& d : b.deferred) *pre++ = {last + d.slot, tokens_in + builder_.host_row(d.row)};
+    for (int64_t i = 0; i < o->rows; ++i) {
+        ops::SampleRow& r = staged[i];
+        const int64_t* off = offs_.data() + i * 5;
+        const int32_t slot = b.seq_slots[b.logits_rows[i].seq];
+        r.logits = logits + (i % chunk) * V;
+        r.bias_ids = reinterpret_cast<const int32_t*>(base + off[0]);
+        r.bias_values = reinterpret_cast<const float*>(base + off[1]);
+        r.allowed_ids = reinterpret_cast<const int32_t*>(base + off[2]);
+        r.prompt_ids = reinterpret_cast<const int32_t*>(base + off[3]);
+        auto* output = reinterpret_cast<int32_t*>(base + off[4]);
+        r.output_ids = output;
+        if (deferred[i]) {
+            *pre++ = {last + slot, output + r.num_output};  // the penalties count the deferred id
+            ++r.num_output;
+        }
+        if (b.logits_rows[i].feeds_slot)
+            *post++ = {reinterpret_cast<const int32_t*>(base + o->out_tokens) + i, last + slot};
+    }
+}
+
+void BackendExecutor::sample_staged(const StagedSampling& o, int64_t first, int64_t count, int64_t V,
+                                    int64_t V_real) {
+    VOLT_CHECK(first >= 0 && first + count <= o.rows);
+    ops::SampleArgs args;
+    args.rows = reinterpret_cast<const ops::SampleRow*>(o.base + o.rows_off) + first;
+    args.num_rows = count;
+    args.vocab_size = V;
+    args.vocab_size_real = V_real;
+    args.tokens = reinterpret_cast<int32_t*>(o.base + o.out_tokens) + first;
+    args.logprobs = reinterpret_cast<float*>(o.base + o.out_lp) + first;
+    args.top_ids = reinterpret_cast<int32_t*>(o.base + o.out_top_ids) + first * kMaxLogprobs;
+    args.top_logprobs = reinterpret_cast<float*>(o.base + o.out_top_lp) + first * kMaxLogprobs;
+    args.max_top = kMaxLogprobs;
+    backend().sample(args);
+}
+
+Status BackendExecutor::enqueue_step(const StepBatch& b, AsyncStep* f) {
+    VOLT_CHECK(!states_[0].cache.layers().empty()) << "init_cache before the first step";
+    for (const DeferredToken& d : b.deferred)
+        VOLT_CHECK(d.slot >= 0 && d.slot < static_cast<int32_t>(fed_.size()) && fed_[d.slot])
+            << "deferred token of slot " << d.slot << " was never drawn";
+    Rank& r = group_->rank(0);
+    RankState& st = states_[0];
+    ops::Backend& be = *r.backend;
+    be.bind_thread();  // the engine's thread enqueues (a GPU other than device 0 must be current)
+    const int64_t V = weights_->config.vocab_size;
+    const int64_t V_real = b.vocab_size_real > 0 ? b.vocab_size_real : V;
+    builder_.apply_table_updates(b);
+    const model::HostStep& step = builder_.build(b, /*prompt_lens=*/nullptr, /*deferred_on_device=*/true);
+    f->rows = b.logits_rows;
+    const bool graph = step.num_prompt_rows == 0 && graph_eligible(b);
+    swap_rank(0, b);  // before the copies and KV writes that may reuse the swapped-out blocks
+    copy_blocks(0, b);
+    // One copy: the sample rows (the head) and the step's inputs, from the step's pinned staging.
+    StagedSampling o;
+    VOLT_RETURN_IF_ERROR(stage_sampling(b, f, &o));
+    const model::StepHead head{&sample_staging_, [&](uint8_t* at, const model::ForwardBatch& in) {
+                                   fix_sampling(b, &o, at, const_cast<int32_t*>(in.token_ids), st.ws.logits);
+                               }};
+    model::ForwardBatch fb;
+    GraphKey key{};
+    if (graph) {
+        VOLT_RETURN_IF_ERROR(graph_inputs(b, step, &f->step_pinned, &head, &key, &fb));
+    } else {
+        VOLT_ASSIGN_OR_RETURN(fb, st.upload.upload(be, step, &f->step_pinned, &head));
+    }
+    // The ids the previous step drew, where this step reads them (before this step's draws replace them).
+    be.move_ids({reinterpret_cast<const ops::IdMove*>(o.base + o.pre_moves), o.num_pre, true});
+    device_deferred_ += static_cast<int64_t>(b.deferred.size());
+    if (graph) {
+        VOLT_RETURN_IF_ERROR(graph_forward(key, fb));
+        sample_staged(o, 0, o.rows, V, V_real);
+    } else {
+        VOLT_RETURN_IF_ERROR(r.forward->run(fb, st.cache.layers(), st.ws,
+                                            [&](int64_t first, int64_t count, const float* logits) {
+                                                VOLT_CHECK(logits == st.ws.logits);
+                                                sample_staged(o, first, count, V, V_real);
+                                            }));
+    }
+    be.move_ids({reinterpret_cast<const ops::IdMove*>(o.base + o.post_moves), o.num_post, false});
+    for (const LogitsRow& row : b.logits_rows)
+        if (row.feeds_slot) fed_[b.seq_slots[row.seq]] = 1;
+    if (o.out_bytes > 0) be.download_async(f->out_pinned.data(), o.base, o.out_bytes);
+    f->done->record();
+    ++step_count_;
+    return Status::ok();
 }
 
 }  // namespace volt::executor

@@ -3,8 +3,19 @@
 // copied on write, the forward pass runs the rows that need logits and the sample op draws from each
 // chunk of logits in backend memory; only the sampled ids and the logprobs asked for come back. The
 // sample rows and their id lists are staged into backend memory with one upload per chunk (a copy on
-// the CPU, where backend memory is host memory), so the CPU runs exactly the GPU's path. Synchronous
-// (SyncExecutor): the asynchronous CUDA executor with pinned staging and graphs is a later issue.
+// the CPU, where backend memory is host memory), so the CPU runs exactly the GPU's path.
+// Asynchronous (one local rank, TP = PP = 1, the default): submit() enqueues the whole step on the
+// backend and returns -- the step's inputs and its sample rows packed into a pinned staging buffer of
+// that step (one per step in flight) and sent with one Backend::upload_pinned, the KV swaps and
+// copies, a Backend::move_ids that writes the step's DeferredToken ids (and the deferred id a penalty row
+// counts, SeqSampling::output_deferred) from `last_draw_` (backend memory: the last draw per seq_slot),
+// the forward pass (eager or a decode graph), the sample op, a move_ids of the feeds_slot draws into
+// last_draw_, one download_async of the sampled ids and logprobs into pinned memory and an Event;
+// collect() waits for that event. Nothing in it allocates or waits (but a buffer's rare growth, a
+// graph's first capture, CPU expert offload), so the engine prepares step N+1 while the device runs step
+// N (max_in_flight 2 on CUDA). On the CPU the same code runs with every op done on return.
+// Synchronous (SyncExecutor::run: the step computed in submit, deferred ids resolved on the host from the
+// draws it kept): tensor / pipeline parallel ranks, process ranks, and set_resolve_on_host (tests).
 // Tensor / pipeline parallel (create_parallel): the model's ranks (executor/rank_group.h) each run the
 // same step on their shard and KV cache (their own KV heads, their stage's layers) on their own thread;
 // the output rank (tp 0 of the last stage) samples on the gathered logits (docs/parallel.md).
@@ -125,6 +136,19 @@ class BackendExecutor : public SyncExecutor {
     int64_t graph_replays() const { return graph_replays_; }
     // Tests: fills the step workspace and the backend's scratch with `byte` (0xff: NaN).
     void fill_workspace(uint8_t byte);
+    // Tests: run every step through SyncExecutor (computed in submit, DeferredToken ids resolved on the
+    // host) instead of the asynchronous path. Call before init_cache.
+    void set_resolve_on_host(bool host) { resolve_on_host_ = host; }
+    // Whether steps take the asynchronous path (see the file comment; decided by init_cache).
+    bool is_async() const { return async_; }
+    // Steps submitted through the asynchronous path, and DeferredToken rows it resolved on the device.
+    int64_t async_steps() const { return async_next_; }
+    int64_t device_deferred_resolved() const { return device_deferred_; }
+
+    // The asynchronous path where it is on (is_async), else SyncExecutor's. submit: errors are the
+    // step's, as run's; collect: the oldest step in submission order, which must be `handle`.
+    Result<engine::StepHandle> submit(const engine::StepBatch& batch) override;
+    Status collect(engine::StepHandle handle, engine::StepResult* result) override;
     // Tests: the KV cache of rank i.
     const model::KvStore& kv_cache(int i = 0) const { return states_[i].cache; }
 
@@ -184,6 +208,37 @@ class BackendExecutor : public SyncExecutor {
     // The decode step as a graph replay (set_enforce_eager); false when the step is not one.
     bool graph_eligible(const engine::StepBatch& b) const;
     Status run_graph(const engine::StepBatch& b, const model::HostStep& step);
+    // The graph's key and its padded inputs uploaded (through `pinned` when given); then the captured
+    // graph replayed (captured first when new or stale; eagerly when capture fails).
+    using GraphKey = std::array<int64_t, 4>;  // (rows, context bucket, widths of the tables)
+    Status graph_inputs(const engine::StepBatch& b, const model::HostStep& step, ops::Buffer* pinned,
+                        const model::StepHead* head, GraphKey* key, model::ForwardBatch* fb);
+    Status graph_forward(const GraphKey& key, const model::ForwardBatch& fb);
+
+    // The asynchronous path (one local rank).
+    struct AsyncStep {
+        int64_t id = -1;
+        std::vector<engine::LogitsRow> rows;  // the step's logits rows (fill_result)
+        ops::Buffer step_pinned;              // staging of its one upload (alloc_host)
+        ops::Buffer out_pinned;               // [outputs] the sampled ids and logprobs, downloaded
+        std::unique_ptr<ops::Event> done;     // recorded after the download
+        int64_t out_lp = 0, out_top_ids = 0, out_top_lp = 0;  // offsets in out_pinned (tokens at 0)
+    };
+    Status enqueue_step(const engine::StepBatch& b, AsyncStep* f);
+    // Packs the sample rows of every logits row of b, their id lists, the outputs and the id moves into
+    // sample_staging_ (offsets; sized f's out_pinned), the head of the step's one upload (model::StepHead);
+    // fix_sampling then writes the backend addresses in: base, where the head lands; tokens_in, the step's
+    // token ids (HostStep rows) there; logits, the workspace's chunk of logits.
+    struct StagedSampling {
+        uint8_t* base = nullptr;  // the head in backend memory
+        int64_t rows = 0, out_bytes = 0, out_tokens = 0, out_lp = 0, out_top_ids = 0, out_top_lp = 0;
+        int64_t rows_off = 0, pre_moves = 0, num_pre = 0, post_moves = 0, num_post = 0;
+    };
+    Status stage_sampling(const engine::StepBatch& b, AsyncStep* f, StagedSampling* out);
+    void fix_sampling(const engine::StepBatch& b, StagedSampling* o, uint8_t* base, int32_t* tokens_in,
+                      const float* logits);
+    // The sample op on staged rows [first, first + count).
+    void sample_staged(const StagedSampling& st, int64_t first, int64_t count, int64_t V, int64_t V_real);
 
     // Rank i's share of the step's swaps (outs, then ins).
     void swap_rank(int i, const engine::StepBatch& b);
@@ -217,6 +272,16 @@ class BackendExecutor : public SyncExecutor {
     model::HostStep padded_;
     int64_t graph_replays_ = 0;
     SwapObserver swap_observer_;
+
+    // The asynchronous path (after group_: buffers and events go before the backends do).
+    bool resolve_on_host_ = false;
+    bool async_ = false;
+    std::vector<AsyncStep> async_ring_;  // [max_in_flight] step id % size
+    int64_t async_next_ = 0, async_collected_ = 0, device_deferred_ = 0;
+    ops::Buffer last_draw_;      // [max_num_seqs] int32 backend memory: the last feeds_slot draw
+    std::vector<uint8_t> fed_;   // [max_num_seqs] host: a feeds_slot draw of that slot was submitted
+    std::vector<int64_t> offs_;  // stage_sampling's per-row list offsets (5 per row)
+    std::vector<ops::IdMove> pre_, post_;
 };
 
 }  // namespace volt::executor

@@ -38,6 +38,7 @@ Result<std::unique_ptr<ops::Backend>> make_backend(const DeviceOptions& o) {
         co.dtype = o.dtype;
         co.cuda_kernels = o.cuda_kernels;
         co.embedding_in_host_memory = o.embedding_in_host_memory;
+        co.single_sequence = o.single_sequence;
         co.device = o.gpu;
         VOLT_ASSIGN_OR_RETURN(auto backend, cuda::CudaBackend::create(co));
         return std::unique_ptr<ops::Backend>(std::move(backend));

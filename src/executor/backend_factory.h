@@ -19,7 +19,8 @@ struct DeviceOptions {
     std::string dtype = "auto";             // auto | half | float | bfloat16 (GPU operand dtype)
     std::string cuda_kernels = "auto";      // auto | sm70 (force the Volta variants and no cuBLAS)
     bool embedding_in_host_memory = false;  // cuda: the embedding table in pinned host memory
-    int gpu = 0;                            // cuda: the GPU's ordinal (rank i of TP / PP: its own)
+    bool single_sequence = false;  // cuda: --max-num-seqs 1 (CudaOptions::single_sequence); engine_device()
+    int gpu = 0;                   // cuda: the GPU's ordinal (rank i of TP / PP: its own)
     // cuda, TP x PP > 1: every rank on GPU 0 with the same-device communicator (tests; --tp-same-device)
     bool tp_same_device = false;
     // cuda, one GPU per rank: no one-shot all-reduce over peer memory, NCCL alone (vLLM's flag)

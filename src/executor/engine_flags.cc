@@ -70,6 +70,9 @@ void add_engine_flags(CLI::App* app, EngineFlags* f) {
                   "goes to the KV cache; a step reads only its tokens' rows over the bus)");
     app->add_flag("--enforce-eager", f->enforce_eager,
                   "cuda: run decode steps eagerly, without CUDA graphs (vLLM's flag)");
+    app->add_flag("--async-scheduling,!--no-async-scheduling", f->async_scheduling,
+                  "cuda at TP = PP = 1: schedule and stage step N+1 while the GPU runs step N (two steps in "
+                  "flight; on by default)");
     app->add_option("--gpu-memory-utilization", f->gpu_memory_utilization,
                     "share of the GPU's total memory for weights, activations and the KV cache (vLLM's)")
         ->check(CLI::Range(0.01, 1.0))
@@ -168,6 +171,18 @@ Result<std::shared_ptr<const model::ModelWeights>> load_weights(const EngineFlag
     VOLT_ASSIGN_OR_RETURN(auto w, model::load_model_as(dir, f.load_format));
     VOLT_RETURN_IF_ERROR(check_quantization_flag(f.quantization, w->config, dir));
     return std::shared_ptr<const model::ModelWeights>(std::move(w));
+}
+
+DeviceOptions engine_device(const EngineFlags& f) {
+    DeviceOptions d = f.device;
+    d.single_sequence = f.config.max_num_seqs == 1;
+    return d;
+}
+
+int steps_in_flight(const EngineFlags& f) {
+    return f.device.device == "cuda" && f.parallel.world_size() == 1 && f.async_scheduling
+               ? kCudaStepsInFlight
+               : 1;
 }
 
 Status check_engine_flags(const EngineFlags& f) {
@@ -314,7 +329,7 @@ Result<std::unique_ptr<BackendExecutor>> make_process_rank(const EngineFlags& f,
             "--cpu-offload-experts / --cpu-offload-gb with --tensor-parallel-size or "
             "--pipeline-parallel-size > 1: not built yet (one rank only)");
     VOLT_ASSIGN_OR_RETURN(const ops::Format kv_format, kv_cache_format(f.kv_cache_dtype, f.device.device));
-    VOLT_ASSIGN_OR_RETURN(auto backend, make_backend(f.device));
+    VOLT_ASSIGN_OR_RETURN(auto backend, make_backend(engine_device(f)));
     spdlog::info("parallel: rank {} of {} processes ({}); {} {}:{}", launch.rank, launch.world_size,
                  launch.source, launch.rank == 0 ? "listening on" : "joining rank 0 at", launch.master_addr,
                  launch.master_port);
@@ -371,11 +386,16 @@ Result<std::unique_ptr<Executor>> make_executor(const EngineFlags& f,
             "measured now){}",
             offload.describe(), cpu::isa_name(cpu::best_isa()), cpu_thread_pool().num_threads(),
             cpu::measure_host_read_gbps(int64_t{1} << 30, 3),
-            f.device.device == "cuda" ? "; decode steps run eagerly (no CUDA graphs)" : "");
+            f.device.device == "cuda"
+                ? fmt::format(
+                      "; decode steps run eagerly (no CUDA graphs); prompt rows may run on the GPU from "
+                      "a {:.2f} GiB staging of one layer's experts (logged below)",
+                      static_cast<double>(offload.staging_bytes) / 1073741824.0)
+                : std::string());
     }
     if (f.parallel.world_size() > 1) {
         VOLT_RETURN_IF_ERROR(model::check_parallel(weights->config, f.parallel));
-        VOLT_ASSIGN_OR_RETURN(const ParallelFactories pf, parallel_factories(f.device, f.parallel));
+        VOLT_ASSIGN_OR_RETURN(const ParallelFactories pf, parallel_factories(engine_device(f), f.parallel));
         ops::CommunicatorOptions comm;
         comm.timeout_s = f.collective_timeout_s;
         VOLT_ASSIGN_OR_RETURN(auto ex, BackendExecutor::create_parallel(weights, f.parallel, pf.make_backend,
@@ -391,9 +411,11 @@ Result<std::unique_ptr<Executor>> make_executor(const EngineFlags& f,
         return std::unique_ptr<Executor>(std::move(ex));
     }
     if (f.device.device == "cuda") {
-        VOLT_ASSIGN_OR_RETURN(auto backend, make_backend(f.device));
-        VOLT_ASSIGN_OR_RETURN(
-            auto ex, BackendExecutor::create(weights, std::move(backend), kv_format, 1, offload.layers));
+        VOLT_ASSIGN_OR_RETURN(auto backend, make_backend(engine_device(f)));
+        // Two steps in flight (--async-scheduling): the engine schedules and stages step N+1 while the GPU
+        // runs step N (BackendExecutor's asynchronous path).
+        VOLT_ASSIGN_OR_RETURN(auto ex, BackendExecutor::create(weights, std::move(backend), kv_format,
+                                                               steps_in_flight(f), offload.layers));
         ex->set_enforce_eager(f.enforce_eager);
         if (config) VOLT_RETURN_IF_ERROR(plan_device_memory(f, *ex, config));
         return std::unique_ptr<Executor>(std::move(ex));

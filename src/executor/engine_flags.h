@@ -33,6 +33,10 @@ using engine::EngineConfig;
 using engine::Executor;
 class BackendExecutor;
 
+// Steps in flight of the engine on one GPU (TP = PP = 1: BackendExecutor's asynchronous path) with
+// --async-scheduling (the default here); the CPU and tensor / pipeline parallel ranks run one.
+inline constexpr int kCudaStepsInFlight = 2;
+
 struct EngineFlags {
     EngineConfig config;
     double swap_space_gib = 4.0;             // --swap-space; also sets config.swap_space_bytes
@@ -40,6 +44,7 @@ struct EngineFlags {
     std::string script;                      // scripted executor's JSON file (executor/scripted_executor.h)
     DeviceOptions device;                    // --device, --cuda-kernels (and the command's --dtype)
     bool enforce_eager = false;              // --enforce-eager: no CUDA graphs (BackendExecutor)
+    bool async_scheduling = true;            // --[no-]async-scheduling: steps_in_flight
     double gpu_memory_utilization = 0.92;    // vLLM's meaning: the share of the GPU's total memory this
                                              // instance may use (weights + activations + KV pools)
     bool kv_cache_memory_bytes_set = false;  // --kv-cache-memory-bytes given: it sizes the KV pools
@@ -52,6 +57,10 @@ struct EngineFlags {
     double cpu_offload_gb = 0.0;          // --cpu-offload-gb: GiB of experts (last layers) on the host
     std::string kv_cache_dtype = "auto";  // --kv-cache-dtype: auto or int8 (kv_cache_format)
 };
+
+// The engine's device options: --device and its flags (f.device) plus what the scheduler's limits decide
+// for the backend (single_sequence: --max-num-seqs 1).
+DeviceOptions engine_device(const EngineFlags& f);
 
 // The KV-cache format --kv-cache-dtype names for --device `device`: auto is the executor's own (f32 on
 // the CPU, the reference; f16 on a GPU), int8 the per-head int8 cache (docs/quantization.md "KV cache";
@@ -68,6 +77,10 @@ void add_engine_flags(CLI::App* app, EngineFlags* flags);
 // After parsing: kInvalidArgument when --executor scripted has no --script (or --script comes without
 // it), or --swap-space is negative.
 Status check_engine_flags(const EngineFlags& flags);
+
+// Steps the engine keeps in flight with these flags (Executor::max_in_flight of make_executor's executor):
+// kCudaStepsInFlight for --device cuda at tensor x pipeline parallel size 1 with --async-scheduling, else 1.
+int steps_in_flight(const EngineFlags& flags);
 
 // The executor the flags name. Launched as several processes (process_launch): rank 0's process rank
 // (make_process_rank; ranks > 0 call run_process_worker instead: kFailedPrecondition here). "cpu" needs
@@ -119,7 +132,9 @@ Result<model::OffloadPlan> offload_plan(const EngineFlags& flags, const model::M
 // BackendExecutor::profile, then config->kv_cache_memory_bytes = gpu_memory_utilization x total - in use
 // - headroom (max(256 MiB, 1% of the allowed share)), unless --kv-cache-memory-bytes was given. In use is
 // what the device reports after placement and profiling: expert weights kept in host memory
-// (--cpu-offload-*) were never placed, so they are not in it and the KV cache gets their bytes.
+// (--cpu-offload-*) were never placed, so they are not in it and the KV cache gets their bytes, less the
+// staging their prompt rows run from on the GPU (one layer's experts, OffloadPlan::staging_bytes), which
+// cpu::HostExpertsRunner::prepare allocated at placement and is therefore in use.
 // Errors: the profiling step's; kResourceExhausted naming both numbers when nothing is left.
 Status plan_device_memory(const EngineFlags& flags, BackendExecutor& executor, EngineConfig* config);
 

@@ -64,9 +64,15 @@ Result<std::unique_ptr<Rank>> make_rank(const std::shared_ptr<const model::Model
         VOLT_ASSIGN_OR_RETURN(r->shard, model::shard_weights(weights, p, r->tp_rank, r->pp_rank));
     }
     VOLT_ASSIGN_OR_RETURN(auto placed, model::place_model(r->shard, *r->backend, experts_on_host));
+    std::vector<ops::HostExpertLayer> host_layers;
+    for (size_t l = 0; l < placed->weights.layers.size(); ++l)
+        if (placed->experts_on_host_at(static_cast<int64_t>(l)))
+            host_layers.push_back({placed->weights.layers[l].gate_up, placed->weights.layers[l].down});
     r->forward = std::make_unique<model::Forward>(std::move(placed), *r->backend);
-    if (std::find(experts_on_host.begin(), experts_on_host.end(), true) != experts_on_host.end()) {
+    if (!host_layers.empty()) {
+        // Its staging (prompt rows on the primary) is allocated now, before memory planning measures.
         r->host_experts = std::make_unique<cpu::HostExpertsRunner>();
+        VOLT_RETURN_IF_ERROR(r->host_experts->prepare(*r->backend, host_layers));
         r->forward->set_host_experts(r->host_experts.get());
     }
     if (p.world_size() > 1) {

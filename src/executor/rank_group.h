@@ -25,10 +25,11 @@ namespace volt::executor {
 struct Rank {
     int index = 0, tp_rank = 0, pp_rank = 0;
     std::unique_ptr<ops::Backend> backend;
-    // The CPU expert runner of the layers whose experts stay in host memory (null: none); before
-    // `forward`, which points to it, and after `backend`, whose memory its staging is.
-    std::unique_ptr<ops::HostExperts> host_experts;
     std::shared_ptr<const model::ModelWeights> shard;
+    // The CPU expert runner of the layers whose experts stay in host memory (null: none); before
+    // `forward`, which points to it, and after `backend`, whose memory its staging is, and `shard`, whose
+    // host pages it may have page-locked (it unpins them when it dies).
+    std::unique_ptr<ops::HostExperts> host_experts;
     std::unique_ptr<model::Forward> forward;
     std::unique_ptr<ops::Communicator> tp_comm, pp_comm;
 };

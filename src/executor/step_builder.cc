@@ -28,8 +28,9 @@ void StepBuilder::apply_table_updates(const StepBatch& b) {
     }
 }
 
-const model::HostStep& StepBuilder::build(const StepBatch& b, const std::vector<int32_t>* prompt_lens) {
-    VOLT_CHECK(b.deferred.empty()) << "StepBuilder::build needs resolved token ids";
+const model::HostStep& StepBuilder::build(const StepBatch& b, const std::vector<int32_t>* prompt_lens,
+                                          bool deferred_on_device) {
+    VOLT_CHECK(deferred_on_device || b.deferred.empty()) << "StepBuilder::build needs resolved token ids";
     model::HostStep& s = step_;
     // Prompt rows (sequence index below the prompt's length) first, generated rows after
     // (ForwardBatch::num_prompt_rows): a sequence with both (recomputed after a preemption) becomes two
@@ -62,6 +63,7 @@ const model::HostStep& StepBuilder::build(const StepBatch& b, const std::vector<
     }
     identity = identity && static_cast<int64_t>(parts.size()) == b.num_seqs;
     s.num_prompt_rows = P;
+    identity_ = identity;
     if (identity) {
         s.token_ids = b.token_ids;
         s.positions = b.positions;
@@ -108,8 +110,10 @@ const model::HostStep& StepBuilder::build(const StepBatch& b, const std::vector<
 }
 
 const std::vector<ops::SampleRow>& StepBuilder::sample_rows(const StepBatch& b, int64_t first, int64_t count,
-                                                            const float* logits, int64_t V) {
+                                                            const float* logits, int64_t V,
+                                                            bool deferred_on_device) {
     rows_.assign(count, {});
+    deferred_output_.assign(count, 0);
     bias_ids_.resize(count);
     bias_values_.resize(count);
     for (int64_t i = 0; i < count; ++i) {
@@ -120,8 +124,14 @@ const std::vector<ops::SampleRow>& StepBuilder::sample_rows(const StepBatch& b, 
         row.num_logprobs = lr.num_logprobs;
         if (lr.target >= 0) continue;
         const SeqSampling& ss = b.sampling[lr.seq];
-        VOLT_CHECK(!ss.output_deferred) << "StepBuilder::sample_rows needs the deferred token resolved";
+        VOLT_CHECK(deferred_on_device || !ss.output_deferred)
+            << "StepBuilder::sample_rows needs the deferred token resolved";
         const SamplingParams& p = *ss.params;
+        // The token histories only where a penalty reads them (ops/sample.h): a decode step of long
+        // sequences without penalties stages no history at all.
+        const bool repetition = p.repetition_penalty != 1.0f;
+        const bool any_penalty = repetition || p.frequency_penalty != 0.0f || p.presence_penalty != 0.0f;
+        deferred_output_[i] = ss.output_deferred && any_penalty ? 1 : 0;
         row.temperature = p.temperature;
         row.top_p = p.top_p;
         row.min_p = p.min_p;
@@ -141,9 +151,9 @@ const std::vector<ops::SampleRow>& StepBuilder::sample_rows(const StepBatch& b, 
         row.allowed_ids = p.allowed_token_ids.data();
         row.num_allowed = static_cast<int64_t>(p.allowed_token_ids.size());
         row.prompt_ids = ss.prompt->data();
-        row.num_prompt = static_cast<int64_t>(ss.prompt->size());
+        row.num_prompt = repetition ? static_cast<int64_t>(ss.prompt->size()) : 0;
         row.output_ids = ss.output->data();
-        row.num_output = static_cast<int64_t>(ss.output->size());
+        row.num_output = any_penalty ? static_cast<int64_t>(ss.output->size()) : 0;
         row.seed = lr.seed;
         row.counter = static_cast<uint64_t>(lr.output_index);
     }
@@ -153,15 +163,23 @@ const std::vector<ops::SampleRow>& StepBuilder::sample_rows(const StepBatch& b, 
 void fill_result(const StepBatch& b, const std::vector<int32_t>& tokens, const std::vector<float>& logprobs,
                  const std::vector<int32_t>& top_ids, const std::vector<float>& top_logprobs, int64_t max_top,
                  engine::StepResult* result) {
-    const auto R = static_cast<int64_t>(b.logits_rows.size());
-    result->tokens.assign(tokens.begin(), tokens.begin() + R);
+    VOLT_CHECK(tokens.size() >= b.logits_rows.size());
+    fill_result(b.logits_rows, tokens.data(), logprobs.data(), top_ids.data(), top_logprobs.data(), max_top,
+                result);
+}
+
+void fill_result(const std::vector<LogitsRow>& rows, const int32_t* tokens, const float* logprobs,
+                 const int32_t* top_ids, const float* top_logprobs, int64_t max_top,
+                 engine::StepResult* result) {
+    const auto R = static_cast<int64_t>(rows.size());
+    result->tokens.assign(tokens, tokens + R);
     result->logprobs.clear();
     bool any_lp = false;
-    for (const LogitsRow& r : b.logits_rows) any_lp = any_lp || r.num_logprobs >= 0;
+    for (const LogitsRow& r : rows) any_lp = any_lp || r.num_logprobs >= 0;
     if (!any_lp) return;
     result->logprobs.resize(R);
     for (int64_t r = 0; r < R; ++r) {
-        const int32_t k = b.logits_rows[r].num_logprobs;
+        const int32_t k = rows[r].num_logprobs;
         if (k < 0) continue;
         engine::TokenLogprob& lp = result->logprobs[r];
         lp.token = tokens[r];

@@ -20,18 +20,30 @@ class StepBuilder {
     void init(int64_t max_num_seqs);
     // Applies the batch's table updates (in order).
     void apply_table_updates(const engine::StepBatch& b);
-    // The forward pass's inputs for the batch (token ids must be resolved: no DeferredToken). Each
-    // sequence's prompt length (its rows below it are prompt rows, put first) comes from prompt_lens
-    // ([num_seqs]) when given (a worker's step off the wire, executor/step_wire.h), else from
-    // b.sampling's prompts.
+    // The forward pass's inputs for the batch. Token ids must be resolved (no DeferredToken) unless
+    // deferred_on_device: then a DeferredToken row keeps token id -1, which the executor overwrites in
+    // backend memory at HostStep row host_row(row) before the forward pass. Each sequence's prompt length
+    // (its rows below it are prompt rows, put first) comes from prompt_lens ([num_seqs]) when given (a
+    // worker's step off the wire, executor/step_wire.h), else from b.sampling's prompts.
     const model::HostStep& build(const engine::StepBatch& b,
-                                 const std::vector<int32_t>* prompt_lens = nullptr);
+                                 const std::vector<int32_t>* prompt_lens = nullptr,
+                                 bool deferred_on_device = false);
+    // The HostStep row of StepBatch token row `row` of the last build (prompt rows go first).
+    int32_t host_row(int32_t row) const { return identity_ ? row : new_row_[row]; }
     const std::vector<int32_t>& table(int group, int32_t slot) const { return tables_[group][slot]; }
 
     // Sample rows for logits rows [first, first + count) of b, reading logits [count, V] at `logits`
-    // (backend memory). Pointers into b's vectors: valid while b is.
+    // (backend memory). Pointers into b's vectors: valid while b is. A row lists the prompt ids only
+    // under a repetition penalty and its output ids only under some penalty (the sample op reads them
+    // then alone), so staging them costs nothing without penalties. A sequence's SeqSampling::
+    // output_deferred must be resolved unless deferred_on_device: then its rows' output lists are the
+    // host part alone (num_output excludes the deferred id) and deferred_output()[i] is 1, and the
+    // executor appends the deferred id in backend memory.
     const std::vector<ops::SampleRow>& sample_rows(const engine::StepBatch& b, int64_t first, int64_t count,
-                                                   const float* logits, int64_t vocab_size);
+                                                   const float* logits, int64_t vocab_size,
+                                                   bool deferred_on_device = false);
+    // [count] of the last sample_rows: 1 where the row's output list lacks the deferred id.
+    const std::vector<uint8_t>& deferred_output() const { return deferred_output_; }
 
   private:
     std::vector<std::vector<int32_t>> tables_[ops::kNumKvGroups];  // [slot] block table
@@ -44,6 +56,8 @@ class StepBuilder {
     };
     std::vector<Part> parts_;
     std::vector<int32_t> new_row_;  // StepBatch row -> HostStep row (when reordered)
+    bool identity_ = true;          // the last build kept the StepBatch's row order
+    std::vector<uint8_t> deferred_output_;
     std::vector<ops::SampleRow> rows_;
     std::vector<std::vector<int32_t>> bias_ids_;
     std::vector<std::vector<float>> bias_values_;
@@ -53,5 +67,9 @@ class StepBuilder {
 void fill_result(const engine::StepBatch& b, const std::vector<int32_t>& tokens,
                  const std::vector<float>& logprobs, const std::vector<int32_t>& top_ids,
                  const std::vector<float>& top_logprobs, int64_t max_top, engine::StepResult* result);
+// The same from the batch's logits rows alone, the outputs as arrays ([rows], [rows, max_top]).
+void fill_result(const std::vector<engine::LogitsRow>& rows, const int32_t* tokens, const float* logprobs,
+                 const int32_t* top_ids, const float* top_logprobs, int64_t max_top,
+                 engine::StepResult* result);
 
 }  // namespace volt::executor

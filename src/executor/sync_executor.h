@@ -23,8 +23,8 @@ class SyncExecutor : public engine::Executor {
     void set_max_in_flight(int n) { max_in_flight_ = n; }
     // DeferredToken rows resolved so far (tests: the engine really looked ahead).
     int64_t num_deferred_resolved() const { return num_deferred_resolved_; }
-    Result<engine::StepHandle> submit(const engine::StepBatch& batch) final;
-    Status collect(engine::StepHandle handle, engine::StepResult* result) final;
+    Result<engine::StepHandle> submit(const engine::StepBatch& batch) override;
+    Status collect(engine::StepHandle handle, engine::StepResult* result) override;
 
   protected:
     // Computes one step: every token id is known, SeqSampling::output includes any deferred token.

@@ -19,7 +19,8 @@ int64_t stage(std::vector<uint8_t>& staging, const T* src, int64_t n) {
 }
 }  // namespace
 
-Result<ForwardBatch> StepUpload::upload(ops::Backend& backend, const HostStep& s) {
+Result<ForwardBatch> StepUpload::upload(ops::Backend& backend, const HostStep& s, ops::Buffer* pinned,
+                                        const StepHead* head) {
     staging_.clear();
     const int64_t T = s.num_tokens(), S = s.num_seqs();
     VOLT_CHECK_EQ(static_cast<int64_t>(s.positions.size()), T);
@@ -37,9 +38,13 @@ Result<ForwardBatch> StepUpload::upload(ops::Backend& backend, const HostStep& s
         tables[g] = stage(staging_, s.block_tables[g].data(), static_cast<int64_t>(s.block_tables[g].size()));
     }
     const auto bytes = static_cast<int64_t>(staging_.size());
-    if (device_.bytes() < bytes) VOLT_RETURN_IF_ERROR(reserve(backend, bytes * 5 / 4));
-    backend.upload_async(device_.data(), staging_.data(), bytes);
-    auto* base = static_cast<uint8_t*>(device_.data());
+    const int64_t head_bytes = head != nullptr ? (static_cast<int64_t>(head->bytes->size()) + 7) / 8 * 8 : 0;
+    const int64_t step_cap = device_.bytes() - head_cap_;
+    if (step_cap < bytes || head_cap_ < head_bytes) {
+        VOLT_RETURN_IF_ERROR(reserve(backend, step_cap < bytes ? bytes * 5 / 4 : step_cap,
+                                     head_cap_ < head_bytes ? head_bytes * 5 / 4 : head_cap_));
+    }
+    auto* base = static_cast<uint8_t*>(device_.data()) + head_cap_;
     ForwardBatch b;
     b.num_tokens = T;
     b.num_seqs = S;
@@ -59,13 +64,44 @@ Result<ForwardBatch> StepUpload::upload(ops::Backend& backend, const HostStep& s
     for (int32_t len : s.seq_lens) b.max_seq_len = std::max<int64_t>(b.max_seq_len, len);
     VOLT_CHECK(s.num_prompt_rows >= 0 && s.num_prompt_rows <= T) << s.num_prompt_rows << " of " << T;
     b.num_prompt_rows = s.num_prompt_rows;
+    // One contiguous copy: [head | inputs], the head ending where the inputs begin.
+    if (head != nullptr && head->fix) head->fix(base - head_bytes, b);
+    const int64_t total = head_bytes + bytes;
+    uint8_t* host = nullptr;
+    if (pinned != nullptr) {
+        if (pinned->bytes() < total) {
+            *pinned = ops::Buffer();
+            VOLT_ASSIGN_OR_RETURN(*pinned, backend.alloc_host(std::max<int64_t>(total * 5 / 4, 4096)));
+        }
+        host = static_cast<uint8_t*>(pinned->data());
+    } else if (head_bytes > 0) {
+        combined_.resize(static_cast<size_t>(total));
+        host = combined_.data();
+    }
+    if (host != nullptr) {
+        if (head_bytes > 0) {
+            const auto n = static_cast<int64_t>(head->bytes->size());
+            std::memcpy(host, head->bytes->data(), static_cast<size_t>(n));
+            std::memset(host + n, 0, static_cast<size_t>(head_bytes - n));
+        }
+        std::memcpy(host + head_bytes, staging_.data(), static_cast<size_t>(bytes));
+    }
+    if (pinned != nullptr) {
+        backend.upload_pinned(base - head_bytes, host, total);
+    } else {
+        backend.upload_async(base - head_bytes, host != nullptr ? host : staging_.data(), total);
+    }
     return b;
 }
 
-Status StepUpload::reserve(ops::Backend& backend, int64_t bytes) {
-    if (device_.bytes() >= bytes) return Status::ok();
+Status StepUpload::reserve(ops::Backend& backend, int64_t bytes, int64_t head_bytes) {
+    const int64_t head = std::max(head_cap_, (head_bytes + 255) / 256 * 256);
+    const int64_t step = std::max(device_.bytes() - head_cap_, bytes);
+    if (head == head_cap_ && device_.bytes() - head_cap_ >= bytes) return Status::ok();
     device_ = ops::Buffer();
-    VOLT_ASSIGN_OR_RETURN(device_, backend.alloc(std::max<int64_t>(bytes, 4096)));
+    head_cap_ = 0;
+    VOLT_ASSIGN_OR_RETURN(device_, backend.alloc(std::max<int64_t>(head + step, 4096)));
+    head_cap_ = head;
     return Status::ok();
 }
 

@@ -56,22 +56,39 @@ struct HostStep {
     int64_t num_tokens() const { return static_cast<int64_t>(token_ids.size()); }
 };
 
+// Bytes sent with a step in the same copy (StepUpload::upload), placed right before the step's inputs in
+// backend memory: the asynchronous executor's sample rows. `fix` runs before the copy with the head's
+// address in backend memory and the step's inputs, to write backend pointers into *bytes (host memory).
+struct StepHead {
+    std::vector<uint8_t>* bytes = nullptr;
+    std::function<void(uint8_t* device, const ForwardBatch& inputs)> fix;
+};
+
 // Packs a HostStep into one buffer of backend memory with one upload (grown when a step needs more).
+// Layout: [head capacity | the step's inputs]; a StepHead ends where the inputs begin, so head and inputs
+// go in one contiguous copy. The inputs keep their address while the head and the step fit (a graph's
+// inputs); a larger head or step moves them (a graph captured before then is recaptured).
 class StepUpload {
   public:
     // Without waiting for the device (Backend::upload_async): the buffer is reused by the next upload,
-    // which is ordered after this step's ops.
-    Result<ForwardBatch> upload(ops::Backend& backend, const HostStep& step);
-    // Grows the device buffer to `bytes` now (a graph's inputs keep their addresses when every later
-    // step fits).
-    Status reserve(ops::Backend& backend, int64_t bytes);
+    // which is ordered after this step's ops. With `pinned` (a Buffer of Backend::alloc_host, grown here
+    // when too small) the bytes are packed into it and sent with Backend::upload_pinned: pinned must then
+    // stay untouched until an Event recorded after this call was waited (the asynchronous executor keeps
+    // one per step in flight). Errors: out of (device or pinned) memory.
+    // With `head`, its bytes go in the same copy, right before the inputs (StepHead).
+    Result<ForwardBatch> upload(ops::Backend& backend, const HostStep& step, ops::Buffer* pinned = nullptr,
+                                const StepHead* head = nullptr);
+    // Grows the device buffer to hold `bytes` of inputs after `head_bytes` of head capacity now (a graph's
+    // inputs keep their addresses when every later step and head fit). Never shrinks.
+    Status reserve(ops::Backend& backend, int64_t bytes, int64_t head_bytes = 0);
     // Bytes a step of `rows` one-token sequences with block tables `max_blocks` wide takes (alignment
     // included): what reserve() needs for the largest decode graph.
     static int64_t decode_bytes(int64_t rows, const int64_t max_blocks[ops::kNumKvGroups]);
 
   private:
     ops::Buffer device_;
-    std::vector<uint8_t> staging_;
+    int64_t head_cap_ = 0;  // bytes of device_ before the inputs (a multiple of 256)
+    std::vector<uint8_t> staging_, combined_;
 };
 
 // The activations of one step in backend memory, sized for max_tokens rows and logits_chunk_rows rows

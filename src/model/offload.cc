@@ -1,9 +1,11 @@
 #include "model/offload.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 
 #include "io/progress.h"
+#include "ops/host_experts.h"
 
 namespace volt::model {
 
@@ -129,7 +131,11 @@ Result<OffloadPlan> plan_offload(const ModelWeights& w, const OffloadRequest& r)
         }
     }
     for (int64_t l = 0; l < L; ++l)
-        if (plan.layers[l]) plan.host_bytes += expert_bytes(w.layers[l]);
+        if (plan.layers[l]) {
+            plan.host_bytes += expert_bytes(w.layers[l]);
+            plan.staging_bytes = std::max(
+                plan.staging_bytes, ops::expert_staging_layout(w.layers[l].gate_up, w.layers[l].down).bytes);
+        }
     return plan;
 }
 

@@ -3,7 +3,8 @@
 // --cpu-offload-gb (the experts of the last layers until at least G GiB are on the host), and the bytes
 // that therefore stay off the primary backend. The layers' expert tensors are then left as host views by
 // place_model (the loader's: pages of the memory-mapped checkpoint, never copied) and their experts op
-// runs on the CPU (ops/host_experts.h). Tests: tests/unit/model/offload_test.cc.
+// runs on the CPU (ops/host_experts.h), except for prompt rows on a GPU, which run on the GPU's kernels
+// from a staging of one layer's experts (staging_bytes). Tests: tests/unit/model/offload_test.cc.
 #pragma once
 
 #include <cstdint>
@@ -26,6 +27,9 @@ struct OffloadRequest {
 struct OffloadPlan {
     std::vector<bool> layers;  // [num_hidden_layers] true: the layer's experts stay in host memory
     int64_t host_bytes = 0;    // bytes of those experts (codes, scales, biases)
+    // Bytes of the device staging their prompt rows run from (ops::ExpertStagingLayout, the largest of the
+    // offloaded layers; 0 when none is MXFP4): what a GPU holds for them (cpu::HostExpertsRunner::prepare).
+    int64_t staging_bytes = 0;
     int64_t count() const;
     bool any() const { return count() > 0; }
     // "experts of 4 of 24 layers in host memory (layers 20-23, 1.18 GiB)", or "no expert offload".

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "core/check.h"
 #include "ops/ops.h"
@@ -99,6 +100,18 @@ void Backend::copy_blocks(const CopyBlocksArgs& a) {
             for (int64_t i = 0; i < a.num_copies; ++i)
                 copy(base + a.dst[i] * bytes, base + a.src[i] * bytes, bytes);
         }
+    }
+}
+
+void Backend::move_ids(const MoveIdsArgs& a) {
+    if (a.num_moves <= 0) return;
+    std::vector<IdMove> moves(static_cast<size_t>(a.num_moves));
+    download(moves.data(), a.moves, a.num_moves * static_cast<int64_t>(sizeof(IdMove)));
+    for (const IdMove& m : moves) {
+        int32_t id = 0;
+        download(&id, m.src, sizeof id);
+        if (a.negative_to_zero && id < 0) id = 0;
+        upload(m.dst, &id, sizeof id);
     }
 }
 

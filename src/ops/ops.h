@@ -1,8 +1,9 @@
 // The ops of the GPT-OSS forward pass and the Backend interface every backend implements (cpu:: in
 // src/cpu, cuda:: in src/cuda): memory, weight placement, fine ops (one piece of spec §3 each), coarse
 // ops (what a GPU fuses into one launch; defaults built from the fine ops, src/ops/backend.cc), the
-// sample op, KV copy-on-write and KV swap to host memory. model/forward.cc calls the coarse ops only.
-// Contracts: every pointer in an Args struct lives in the backend's memory; activations between ops are
+// sample op, KV copy-on-write and KV swap to host memory, and what the asynchronous executor enqueues a
+// step with (upload_pinned, download_async, token-id moves, events). model/forward.cc calls the coarse ops
+// only. Contracts: every pointer in an Args struct lives in the backend's memory; activations between ops are
 // f32 ([rows, cols], row-major) so every op's output reaches the f32 residual stream without an fp16
 // round trip (a backend may narrow to fp16 in registers as matmul operands); the KV cache is f32, f16 or
 // int8 with per-head scales (KvLayer::format; int8 on backends whose supports_kv_format says so). Every
@@ -249,6 +250,32 @@ struct WorkspaceLimits {
 
 class Backend;
 
+// Token-id moves within backend memory (the asynchronous executor's deferred tokens, executor/
+// backend_executor.h): for every i < num_moves, *moves[i].dst = *moves[i].src, or max(*src, 0) when
+// negative_to_zero (a draw of ops::kNonFiniteToken, -1, becomes id 0 where an id is read). `moves` and
+// every pointer in it are backend memory; no dst is also a src. Ordered with the backend's other work.
+struct IdMove {
+    const int32_t* src;
+    int32_t* dst;
+};
+struct MoveIdsArgs {
+    const IdMove* moves;  // [num_moves]
+    int64_t num_moves;
+    bool negative_to_zero;
+};
+
+// A point in the backend's ordered work (a CUDA event on the stream): wait() returns once every op
+// enqueued before the last record() has finished, and the host memory that download_async wrote before
+// it holds its bytes; a pinned staging buffer given to upload_pinned before it may be written again.
+// Backends whose ops are done when they return (the CPU) use the default: both do nothing.
+class Event {
+  public:
+    virtual ~Event() = default;
+    virtual void record() {}
+    // Raises (VOLT_CHECK) a data error a kernel reported before the record, as download does.
+    virtual void wait() {}
+};
+
 // A recorded sequence of launches (a CUDA graph), replayed with the arguments it was recorded with:
 // the same pointers, sizes and grid shapes; only the bytes those pointers hold change between replays.
 class Graph {
@@ -298,11 +325,26 @@ class Backend {
     // (src may be reused at once), the copy is ordered before every later op. Default: upload().
     virtual void upload_async(void* dst, const void* src, int64_t bytes) { upload(dst, src, bytes); }
     virtual void download(void* dst, const void* src, int64_t bytes) = 0;  // backend -> host; waits
-    virtual void copy(void* dst, const void* src, int64_t bytes) = 0;      // within backend memory
+    // host -> backend from alloc_host memory, without waiting and without copying `src` first: src must
+    // stay unchanged until an Event recorded after this call was waited. Default: upload_async().
+    virtual void upload_pinned(void* dst, const void* src, int64_t bytes) { upload_async(dst, src, bytes); }
+    // backend -> host into alloc_host memory without waiting: `dst` holds the bytes once an Event
+    // recorded after this call was waited. Default: download() (done on return).
+    virtual void download_async(void* dst, const void* src, int64_t bytes) { download(dst, src, bytes); }
+    // A new event (see Event). Default: one whose record and wait do nothing (ops done on return).
+    virtual std::unique_ptr<Event> create_event() { return std::make_unique<Event>(); }
+    virtual void copy(void* dst, const void* src, int64_t bytes) = 0;  // within backend memory
     virtual void fill(void* dst, uint8_t byte, int64_t bytes) = 0;
     // Host memory the backend copies to and from at full speed (the KV swap pool): ordinary memory on
     // the CPU, pinned (page-locked) memory on a GPU; zeroed. Default kUnimplemented. Freed by the Buffer.
     virtual Result<Buffer> alloc_host(int64_t bytes);
+    // Page-locks `bytes` of existing host memory at `p` (read-only pages too: the checkpoint's mmap), so
+    // upload_async copies from it by DMA without the host waiting (CPU expert offload's prompt rows,
+    // cpu/host_experts.h). Returns whether it did; false (the default, and on any failure) leaves the
+    // memory as it was, and uploads from it still work (staged by the driver, the host waiting).
+    // unpin_host(p) undoes a pin_host(p) that returned true; the backend undoes what is left when it dies.
+    virtual bool pin_host(const void* /*p*/, int64_t /*bytes*/) { return false; }
+    virtual void unpin_host(const void* /*p*/) {}
     // Whether kv_write, attention, copy_blocks and swap_blocks handle a KV cache of format f. Default:
     // kF32 and kF16. model::KvStore::create refuses the others with kUnimplemented.
     virtual bool supports_kv_format(Format f) const { return f == Format::kF32 || f == Format::kF16; }
@@ -373,6 +415,9 @@ class Backend {
     // download/upload per block of each pool.
     virtual void sample(const SampleArgs& a) = 0;
     virtual void copy_blocks(const CopyBlocksArgs& a);
+    // Token-id moves (MoveIdsArgs). Default: through download and upload, one id at a time (fine where
+    // backend memory is host memory; a GPU runs one kernel).
+    virtual void move_ids(const MoveIdsArgs& a);
     virtual void swap_blocks(const SwapBlocksArgs& a);
 
     // Benchmarks only (volt_op_test --bench): the read bandwidth in GB/s of a streaming 128-bit-load

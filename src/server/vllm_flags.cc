@@ -27,8 +27,10 @@ constexpr VllmFlag kFlags[] = {
     {"--api-key", "", A::kValue, S::kHonoured, O::kVllm, false,
      "requires `Authorization: Bearer KEY` on every route but /health (one key; vLLM leaves more routes "
      "open)"},
-    {"--async-scheduling", "", A::kSwitch, S::kAcceptedWithNotice, O::kVllm, true,
-     "ignored: voltllm's engine loop has one scheduling mode"},
+    {"--async-scheduling", "", A::kSwitch, S::kHonoured, O::kVllm, true,
+     "cuda at tensor x pipeline parallel size 1: the engine schedules and stages step N+1 while the GPU runs "
+     "step N (two steps in flight); on by default here, `--no-async-scheduling` runs one step at a time; "
+     "the CPU and TP/PP ranks always run one"},
     {"--block-size", "", A::kValue, S::kHonoured, O::kVllm, false, "tokens per KV-cache block (default 16)"},
     {"--chat-template", "", A::kValue, S::kAcceptedWithNotice, O::kVllm, false,
      "ignored: gpt-oss prompts are rendered by the built-in harmony renderer, not a Jinja template"},
@@ -40,11 +42,14 @@ constexpr VllmFlag kFlags[] = {
     {"--config", "", A::kValue, S::kRejected, O::kVllm, false,
      "YAML config files are not read; pass the flags on the command line"},
     {"--cpu-offload-experts", "", A::kValue, S::kHonoured, O::kVoltllm, false,
-     "the experts of the last N layers (or `all`, or a list such as 0,5,20-23) stay in host memory and run "
-     "on the CPU (llama.cpp's --n-cpu-moe); the KV cache gets their device memory"},
+     "the experts of the last N layers (or `all`, or a list such as 0,5,20-23) stay in host memory; "
+     "generated rows run them on the CPU (llama.cpp's --n-cpu-moe), prompt rows on the GPU from a staging "
+     "of one layer's experts (only those routed to are copied; docs/architecture.md); the KV cache gets "
+     "their device memory less that staging"},
     {"--cpu-offload-gb", "", A::kValue, S::kHonoured, O::kVllm, false,
      "GiB of weights in host memory: here expert weights of the last layers until at least that much, run "
-     "on the CPU (vLLM streams any weights to the GPU instead)"},
+     "on the CPU for generated rows and copied to the GPU for prompt rows, as --cpu-offload-experts (vLLM "
+     "streams any weights to the GPU instead)"},
     {"--cuda-kernels", "", A::kValue, S::kHonoured, O::kVoltllm, false,
      "auto, or sm70: the Volta (sm_70) kernels and no cuBLAS on any GPU (what a V100 runs; for checks)"},
     {"--data-parallel-size", "-dp", A::kValue, S::kRejected, O::kVllm, false,

@@ -1,4 +1,5 @@
-// Elementwise kernels: the residual add (ops::AddArgs; cpu::add), and the two helpers of the cuBLAS
+// Elementwise kernels: the residual add (ops::AddArgs; cpu::add), the token-id moves of the
+// asynchronous executor (ops::MoveIdsArgs; ops::Backend::move_ids), and the two helpers of the cuBLAS
 // linear path (cuda_backend.cc): activations rounded to f16 into a zero-padded tile, and the bias added
 // to the f32 GEMM result while copying it out.
 #include <algorithm>
@@ -41,7 +42,23 @@ __global__ void bias_rows_kernel(const float* __restrict__ c, DeviceVector b, in
     for (int64_t o = threadIdx.x; o < out; o += kThreads) y[r * out + o] = c[r * out + o] + load_vec(b, o);
 }
 
+__global__ void move_ids_kernel(const ops::IdMove* __restrict__ moves, int64_t n, bool negative_to_zero) {
+    for (int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x; i < n;
+         i += static_cast<int64_t>(gridDim.x) * kThreads) {
+        const ops::IdMove m = moves[i];
+        const int32_t id = *m.src;
+        *m.dst = negative_to_zero && id < 0 ? 0 : id;
+    }
+}
+
 }  // namespace
+
+void launch_move_ids(const ops::MoveIdsArgs& a, const Launch& ctx) {
+    if (a.num_moves <= 0) return;
+    const unsigned grid = static_cast<unsigned>(std::min<int64_t>(grid_for(a.num_moves, kThreads), 65535));
+    move_ids_kernel<<<grid, kThreads, 0, ctx.stream>>>(a.moves, a.num_moves, a.negative_to_zero);
+    VOLT_CUDA_CHECK_LAUNCH();
+}
 
 void launch_add(const ops::AddArgs& a, const Launch& ctx) {
     if (a.n <= 0) return;

@@ -23,6 +23,7 @@
 #include "core/check.h"
 #include "core/dtype.h"
 #include "cpu/cpu_ops.h"
+#include "cpu/host_experts.h"
 #include "model/forward.h"
 #include "model/kv_store.h"
 #include "model/loader.h"
@@ -508,6 +509,69 @@ TEST(CudaOps, RouterAndExpertsMatchCpu) {
         cpu::experts({x.data(), ids.data(), wts.data(), gud, dnd, want.data(), T, k, 7.0f, 1.702f});
         expect_close(get<float>(*f32, dout, T * H), want, 2e-5, 1e-5,
                      "experts bf16 dense H " + std::to_string(H));
+    }
+}
+
+// Which kernel takes the generated rows of MXFP4 experts: the GEMV under --max-num-seqs 1
+// (CudaOptions::single_sequence), the MMA kernel otherwise on sm_80+ (f16/bf16 operands), the GEMV under f32
+// operands; never the basic kernel while a fast one is chosen, and never changed by reserve(). (A process
+// with --max-num-seqs 1 once fell through to the basic kernel on sm_80+: every answer right, decode 4x and
+// prefill 100x slower, which no correctness test could see.)
+TEST(CudaOps, ExpertsKernelFollowsMaxNumSeqs) {
+    auto probe = make_backend("half");
+    VOLT_NEED_GPU(probe);
+    const int64_t H = 64, I = 64, E = 4, k = 2;
+    std::vector<uint8_t> b1(E * 2 * I * H / 2, 0x11), s1(E * 2 * I * H / 32, 127), b2(E * H * I / 2, 0x11),
+        s2(E * H * I / 32, 127);
+    const std::vector<uint16_t> bias1 = to_bf16(randn(E * 2 * I, 1, 0.5f)),
+                                bias2 = to_bf16(randn(E * H, 2, 0.5f));
+    const ops::ExpertWeights gu{ops::Format::kMxfp4,
+                                b1.data(),
+                                s1.data(),
+                                nullptr,
+                                {ops::Format::kBf16, bias1.data(), E * 2 * I},
+                                E,
+                                2 * I,
+                                H};
+    const ops::ExpertWeights dn{ops::Format::kMxfp4,
+                                b2.data(),
+                                s2.data(),
+                                nullptr,
+                                {ops::Format::kBf16, bias2.data(), E * H},
+                                E,
+                                H,
+                                I};
+    const bool fast_chosen = probe->dispatch().uses(OpKind::kExperts, "experts_gemv_mxfp4_f16x2") ||
+                             probe->dispatch().uses(OpKind::kExperts, "experts_mma_m16n8k16");
+    const bool mma_chosen = probe->dispatch().uses(OpKind::kExperts, "experts_mma_m16n8k16");
+    const char* env = std::getenv("VOLT_CUDA_TEST_KERNELS");
+    for (const char* dtype : {"half", "bfloat16", "float"}) {
+        for (bool single : {true, false}) {
+            CudaOptions o;
+            o.dtype = dtype;
+            o.cuda_kernels = env != nullptr && *env != 0 ? std::string(env) : "auto";
+            o.single_sequence = single;
+            auto created = CudaBackend::create(o);
+            if (!created.is_ok()) continue;  // bfloat16 under the Volta kernels
+            CudaBackend& gpu = **created;
+            std::vector<ops::Buffer> owned;
+            auto dgu = gpu.place_experts(gu, &owned);
+            auto ddn = gpu.place_experts(dn, &owned);
+            ASSERT_TRUE(dgu.is_ok() && ddn.is_ok());
+            const ops::ExpertsArgs a{nullptr, nullptr, nullptr, *dgu, *ddn, nullptr, 8, k, 7.0f, 1.702f};
+            const std::string want = !fast_chosen ? "experts_warp_mxfp4_3pass"
+                                     : mma_chosen && !single && std::string(dtype) != "float"
+                                         ? "experts_mma_m16n8k16"
+                                         : "experts_gemv_mxfp4_f16x2";
+            const std::string what =
+                std::string(dtype) + (single ? ", single sequence, " : ", ") + describe(gpu.dispatch());
+            EXPECT_EQ(gpu.experts_kernel(a), want) << what;
+            // reserve() grows buffers only: the choice stays (batch invariance across the process).
+            ASSERT_TRUE(
+                gpu.reserve({.max_tokens = 64, .max_seqs = single ? 1 : 32, .max_seq_len = 128}).is_ok());
+            ASSERT_TRUE(gpu.reserve({.max_tokens = 64, .max_seqs = 64, .max_seq_len = 128}).is_ok());
+            EXPECT_EQ(gpu.experts_kernel(a), want) << what << ", after reserve";
+        }
     }
 }
 
@@ -1328,6 +1392,150 @@ TEST(CudaForward, BatchInvariantLogits) {
             std::string(m.dtype) + " kernels " + m.kernels + " kv " + ops::format_name(m.kv);
         check_batch_invariance(*gpu, mxfp4, m.kv, "tiny-mxfp4 " + what);
         check_batch_invariance(*gpu, bf16, m.kv, "tiny-bf16 " + what);
+    }
+}
+
+// ---- CPU expert offload (issue 22): prompt rows of offloaded layers on the GPU's experts kernels ----
+
+std::vector<ops::HostExpertLayer> host_expert_layers(const model::ModelWeights& w,
+                                                     const std::vector<bool>& on) {
+    std::vector<ops::HostExpertLayer> out;
+    for (size_t l = 0; l < on.size(); ++l)
+        if (on[l]) out.push_back({w.layers[l].gate_up, w.layers[l].down});
+    return out;
+}
+
+struct OffloadRun {
+    std::vector<float> prompt, decode;  // logits of every prompt row; of each decode step's row
+};
+
+// A 72-token prompt (logits of every row), then 3 generated tokens one step each, with the experts of
+// `on_host` layers in host memory run by `runner` (prepared: prompt rows on the GPU from its staging).
+OffloadRun offload_run(CudaBackend& gpu, const std::shared_ptr<const model::ModelWeights>& host,
+                       const std::vector<bool>& on_host, cpu::HostExpertsRunner* runner) {
+    auto placed = model::place_model(host, gpu, on_host);
+    VOLT_CHECK(placed.is_ok()) << placed.status().to_string();
+    if (runner != nullptr) {
+        const Status st = runner->prepare(gpu, host_expert_layers(*host, on_host));
+        VOLT_CHECK(st.is_ok()) << st.to_string();
+    }
+    model::Forward fwd(*placed, gpu);
+    fwd.set_host_experts(runner);
+    model::SequenceRunner run(fwd, 96, 16, ops::Format::kF16);
+    const int64_t V = host->config.vocab_size;
+    std::vector<int32_t> prompt(72);
+    for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int32_t>((i * 37 + 11) % V);
+    OffloadRun out;
+    out.prompt = run.append(prompt, /*all_rows=*/true);
+    for (int32_t id : {101, 2024, 77}) {
+        const std::vector<float> l = run.append(std::vector<int32_t>{id}, false, 0, /*generated=*/true);
+        out.decode.insert(out.decode.end(), l.begin(), l.end());
+    }
+    return out;
+}
+
+// Logits with offload (the last 2 layers, every layer) against the same backend without: prompt rows run
+// the GPU's own experts kernels on the staged experts, so their logits are the same bits; generated rows
+// run the CPU's f32 kernel: with --dtype float within scripts/gpu/offload.sh's tolerance (max |diff| <=
+// 1e-3 x max |logit|), with half-precision experts on the GPU only finite (the CPU is f32, the GPU not).
+// Data: the demo model (assets/demo-model: MXFP4 experts, H 256, 8 experts; gemm_mma prompt GEMM under
+// half, the GEMV under float).
+TEST(CudaOffload, LogitsMatchNoOffloadPromptRowsBitwise) {
+    auto probe = probe_device(0);
+    if (!probe.is_ok()) GTEST_SKIP() << "no CUDA device: " << probe.status().to_string();
+    auto loaded =
+        model::load_model(source_dir() + "/assets/demo-model", {.progress = io::ProgressMode::kOff});
+    ASSERT_TRUE(loaded.is_ok()) << loaded.status().to_string();
+    const std::shared_ptr<const model::ModelWeights> host = *loaded;
+    const int64_t L = host->config.num_hidden_layers;
+    for (const char* dtype : {"float", "half"}) {
+        auto gpu = make_backend(dtype);
+        ASSERT_TRUE(gpu) << dtype;
+        const OffloadRun ref = offload_run(*gpu, host, {}, nullptr);
+        std::vector<bool> last2(L, false), all(L, true);
+        last2[L - 1] = last2[L - 2] = true;
+        for (const auto& [name, on_host] : {std::pair{"last 2", last2}, std::pair{"all", all}}) {
+            const std::string what = std::string(dtype) + ", offload " + name;
+            cpu::HostExpertsRunner runner;
+            const OffloadRun off = offload_run(*gpu, host, on_host, &runner);
+            EXPECT_GT(runner.staging_bytes(), 0) << what << ": " << runner.host_prompt_reason();
+            const int64_t n = std::count(on_host.begin(), on_host.end(), true);
+            EXPECT_EQ(runner.stats().staged_calls, n) << what;  // the prompt step, each offloaded layer
+            EXPECT_EQ(runner.stats().staged_rows, 72 * n) << what;
+            ASSERT_EQ(off.prompt.size(), ref.prompt.size());
+            EXPECT_EQ(std::memcmp(off.prompt.data(), ref.prompt.data(), ref.prompt.size() * 4), 0)
+                << what << ": prompt logits differ from the same backend without offload";
+            ASSERT_EQ(off.decode.size(), ref.decode.size());
+            bool finite = true;
+            for (float v : off.decode) finite = finite && std::isfinite(v);
+            EXPECT_TRUE(finite) << what;
+            if (std::string(dtype) == "float")
+                expect_close(off.decode, ref.decode, 1e-3, 0.0, what + " decode");
+        }
+    }
+}
+
+// One experts call of 70 prompt rows and 3 generated rows through the runner on the GPU: the prompt rows
+// are the same bits alone as beside the generated rows and the same bits as the layer not offloaded (the
+// GPU's experts on its placed weights); the generated rows the same bits alone as beside the prompt rows.
+TEST(CudaOffload, PromptRowsAreBatchInvariantAcrossRowKinds) {
+    auto probe = probe_device(0);
+    if (!probe.is_ok()) GTEST_SKIP() << "no CUDA device: " << probe.status().to_string();
+    auto loaded =
+        model::load_model(source_dir() + "/assets/demo-model", {.progress = io::ProgressMode::kOff});
+    ASSERT_TRUE(loaded.is_ok()) << loaded.status().to_string();
+    const model::LayerWeights& layer = (*loaded)->layers[1];
+    const int64_t H = layer.down.out, E = layer.gate_up.num_experts, K = 2, P = 70, D = 3, T = P + D;
+    for (const char* dtype : {"float", "half"}) {
+        auto gpu = make_backend(dtype);
+        ASSERT_TRUE(gpu) << dtype;
+        std::mt19937 rng(9);
+        std::vector<int32_t> ids(T * K);
+        for (int64_t t = 0; t < T; ++t) {
+            ids[t * K] = static_cast<int32_t>(rng() % E);
+            ids[t * K + 1] = static_cast<int32_t>((ids[t * K] + 1 + rng() % (E - 1)) % E);
+        }
+        std::vector<float> wts(T * K);
+        for (int64_t t = 0; t < T; ++t) {
+            wts[t * K] = 0.5f + 0.4f * static_cast<float>(rng() % 1000) / 1000.0f;
+            wts[t * K + 1] = 1.0f - wts[t * K];
+        }
+        const std::vector<float> x = randn(T * H, 21), resid = randn(T * H, 22);
+        ops::Buffer dx = put(*gpu, x), di = put(*gpu, ids), dw = put(*gpu, wts);
+        std::vector<ops::Buffer> owned;
+        auto pg = gpu->place_experts(layer.gate_up, &owned);
+        auto pd = gpu->place_experts(layer.down, &owned);
+        ASSERT_TRUE(pg.is_ok() && pd.is_ok());
+        auto args = [&](int64_t first, int64_t n, int64_t prompt, const ops::Buffer& out, bool placed) {
+            return ops::ExpertsArgs{.x = dx.as<float>() + first * H,
+                                    .expert_ids = di.as<int32_t>() + first * K,
+                                    .expert_weights = dw.as<float>() + first * K,
+                                    .gate_up = placed ? *pg : layer.gate_up,
+                                    .down = placed ? *pd : layer.down,
+                                    .out = const_cast<float*>(out.as<float>()) + first * H,
+                                    .num_tokens = n,
+                                    .top_k = K,
+                                    .swiglu_limit = 7.0f,
+                                    .swiglu_alpha = 1.702f,
+                                    .prompt_rows = prompt};
+        };
+        cpu::HostExpertsRunner runner;
+        ASSERT_TRUE(runner.prepare(*gpu, {{layer.gate_up, layer.down}}).is_ok());
+        ASSERT_GT(runner.staging_bytes(), 0) << runner.host_prompt_reason();
+        ops::Buffer mixed = put(*gpu, resid), alone = put(*gpu, resid), gen = put(*gpu, resid),
+                    placed = put(*gpu, resid);
+        ASSERT_TRUE(runner.run(*gpu, args(0, T, P, mixed, false)).is_ok());
+        ASSERT_TRUE(runner.run(*gpu, args(0, P, P, alone, false)).is_ok());
+        ASSERT_TRUE(runner.run(*gpu, args(P, D, 0, gen, false)).is_ok());
+        gpu->experts_residual(args(0, P, P, placed, true));
+        const std::vector<float> m = get<float>(*gpu, mixed, T * H), a = get<float>(*gpu, alone, T * H),
+                                 g = get<float>(*gpu, gen, T * H), p = get<float>(*gpu, placed, T * H);
+        EXPECT_EQ(std::memcmp(m.data(), a.data(), P * H * 4), 0) << dtype << ": prompt rows alone vs mixed";
+        EXPECT_EQ(std::memcmp(m.data(), p.data(), P * H * 4), 0) << dtype << ": prompt rows vs not offloaded";
+        EXPECT_EQ(std::memcmp(m.data() + P * H, g.data() + P * H, D * H * 4), 0)
+            << dtype << ": generated rows alone vs mixed";
+        EXPECT_NE(std::memcmp(m.data(), resid.data(), T * H * 4), 0) << dtype << ": nothing was added";
+        EXPECT_EQ(runner.stats().staged_calls, 2);
     }
 }
 

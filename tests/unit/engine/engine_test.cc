@@ -46,6 +46,12 @@ struct JobOut {
     std::vector<TokenLogprob> prompt_logprobs;
 };
 
+// Where run_jobs' CpuExecutor resolves DeferredToken ids: false, its asynchronous path (the ids moved in
+// backend memory from the last draw of each seq_slot, as on a GPU); true, SyncExecutor on the host.
+bool g_resolve_on_host = false;
+// DeferredToken rows the last run_jobs resolved (either way).
+int64_t g_deferred_resolved = 0;
+
 // Runs jobs through an EngineCore over CpuExecutor with `in_flight` steps in flight (1: synchronous),
 // each added at its arrive_step; checks invariants every step. With in_flight > 1 it also checks that
 // the engine did keep several steps in flight.
@@ -54,7 +60,9 @@ std::vector<JobOut> run_jobs(const std::vector<Job>& jobs, EngineConfig cfg, Eng
                              int in_flight = 1) {
     CpuExecutor ex(std::move(weights));
     ex.set_max_in_flight(in_flight);
+    ex.set_resolve_on_host(g_resolve_on_host);
     auto core_or = EngineCore::create(cfg, &ex);
+    EXPECT_EQ(ex.is_async(), !g_resolve_on_host);
     EXPECT_TRUE(core_or.is_ok()) << core_or.status().to_string();
     if (!core_or.is_ok()) return {};
     EngineCore& core = **core_or;
@@ -95,6 +103,9 @@ std::vector<JobOut> run_jobs(const std::vector<Job>& jobs, EngineConfig cfg, Eng
         }
     }
     EXPECT_EQ(core.num_in_flight(), 0);
+    // Only the chosen path resolved deferred ids.
+    EXPECT_EQ(g_resolve_on_host ? ex.device_deferred_resolved() : ex.num_deferred_resolved(), 0);
+    g_deferred_resolved = ex.device_deferred_resolved() + ex.num_deferred_resolved();
     if (in_flight > 1) {
         EXPECT_GT(most_in_flight, 0) << "the engine never left a step in flight";
     } else {
@@ -352,19 +363,27 @@ TEST(EngineTest, PromptLogprobsAnyChunkSizeEqualTheContiguousForward) {
 
 // ---- The look-ahead: a delayed executor (max_in_flight 2 or 3) gives the synchronous outputs.
 
-class PipelinedEngineTest : public ::testing::TestWithParam<int> {};
+// Parameters: steps in flight, and whether deferred ids are resolved on the host (SyncExecutor) or by
+// the asynchronous path in backend memory (what a GPU runs).
+class PipelinedEngineTest : public ::testing::TestWithParam<std::tuple<int, bool>> {
+  protected:
+    void SetUp() override { g_resolve_on_host = std::get<1>(GetParam()); }
+    void TearDown() override { g_resolve_on_host = false; }
+    static int in_flight() { return std::get<0>(GetParam()); }
+};
 
 TEST_P(PipelinedEngineTest, InterleavedGreedyEqualsTheSynchronousRun) {
     const auto jobs = mixed_jobs(false);
     const auto sync = run_jobs(jobs, small_engine(512));
-    expect_same_outputs(run_jobs(jobs, small_engine(512), nullptr, test_model(), GetParam()), sync, "greedy");
+    expect_same_outputs(run_jobs(jobs, small_engine(512), nullptr, test_model(), in_flight()), sync,
+                        "greedy");
 }
 
 TEST_P(PipelinedEngineTest, ForcedPreemptionChangesNothing) {
     const auto jobs = mixed_jobs(true);
     EngineStats tight;
     const auto sync = run_jobs(jobs, small_engine(512));
-    const auto piped = run_jobs(jobs, small_engine(20), &tight, test_model(), GetParam());
+    const auto piped = run_jobs(jobs, small_engine(20), &tight, test_model(), in_flight());
     EXPECT_GT(tight.num_preemptions, 0);
     expect_same_outputs(piped, sync, "preempted");
 }
@@ -383,7 +402,7 @@ TEST_P(PipelinedEngineTest, SeededSamplingAndLogprobsAreTheSameInAnyBatch) {
     Job late = j;
     late.arrive_step = 2;
     crowd.push_back(late);
-    const auto batched = run_jobs(crowd, small_engine(256), nullptr, test_model(), GetParam());
+    const auto batched = run_jobs(crowd, small_engine(256), nullptr, test_model(), in_flight());
     ASSERT_EQ(batched.size(), crowd.size());
     expect_same_outputs({batched.back()}, alone, "seeded");
 }
@@ -402,8 +421,10 @@ TEST_P(PipelinedEngineTest, PenaltiesCountTheDeferredToken) {
         j.params.repetition_penalty = 1.3f;
         jobs.push_back(j);
     }
-    expect_same_outputs(run_jobs(jobs, small_engine(128), nullptr, test_model(), GetParam()),
-                        run_jobs(jobs, small_engine(128)), "penalties");
+    const auto sync = run_jobs(jobs, small_engine(128));
+    expect_same_outputs(run_jobs(jobs, small_engine(128), nullptr, test_model(), in_flight()), sync,
+                        "penalties");
+    EXPECT_GT(g_deferred_resolved, 0) << "no penalty row counted a deferred token";
 }
 
 TEST_P(PipelinedEngineTest, ChoicesForkAtCollectAndEqualTheSynchronousRun) {
@@ -418,21 +439,130 @@ TEST_P(PipelinedEngineTest, ChoicesForkAtCollectAndEqualTheSynchronousRun) {
         std::vector<Job> two = {j, j};  // a second request arrives while the first forks
         two[1].arrive_step = 1;
         two[1].params.seed = 900;
-        const auto piped = run_jobs(two, small_engine(blocks), nullptr, test_model(), GetParam());
+        const auto piped = run_jobs(two, small_engine(blocks), nullptr, test_model(), in_flight());
         ASSERT_EQ(piped.size(), 2u);
         expect_same_outputs({piped[0]}, sync, blocks == 256 ? "n=3, roomy" : "n=3, tight");
     }
 }
 
 TEST_P(PipelinedEngineTest, PromptLogprobsAnyChunkSizeEqualTheContiguousForward) {
-    check_prompt_logprobs_any_chunk_size(test_model(), GetParam());
+    check_prompt_logprobs_any_chunk_size(test_model(), in_flight());
     auto c = small_config(3);
     c.sliding_window = 40;
-    check_prompt_logprobs_any_chunk_size(random_model(c, 12), GetParam());
+    check_prompt_logprobs_any_chunk_size(random_model(c, 12), in_flight());
 }
 
-INSTANTIATE_TEST_SUITE_P(InFlight, PipelinedEngineTest, ::testing::Values(2, 3),
-                         [](const ::testing::TestParamInfo<int>& i) { return std::to_string(i.param); });
+// The asynchronous path against SyncExecutor itself (the other tests compare each path with its own
+// synchronous run): greedy and seeded requests, penalties, logprobs, n = 3, a preempting pool.
+TEST(EngineTest, AsynchronousPathEqualsTheSynchronousExecutor) {
+    auto jobs = mixed_jobs(true);
+    for (size_t i = 0; i < jobs.size(); i += 3) {
+        jobs[i].params.frequency_penalty = 0.8f;
+        jobs[i].params.repetition_penalty = 1.2f;
+        jobs[i].params.logprobs = 2;
+    }
+    jobs[4].params.n = 3;
+    for (int64_t blocks : {512, 24}) {
+        g_resolve_on_host = true;
+        const auto sync = run_jobs(jobs, small_engine(blocks));
+        g_resolve_on_host = false;
+        EngineStats stats;
+        const auto piped = run_jobs(jobs, small_engine(blocks), &stats, test_model(), 2);
+        EXPECT_GT(g_deferred_resolved, 0);
+        if (blocks == 24) {
+            EXPECT_GT(stats.num_preemptions, 0);
+        }
+        expect_same_outputs(piped, sync, blocks == 512 ? "async vs sync" : "async vs sync, preempting");
+    }
+}
+
+// Stop ids end a request one step late in the pipelined engine (the extra row is discarded at collect):
+// the outputs are the synchronous run's, with each request stopped at the same token.
+TEST_P(PipelinedEngineTest, StopIdsEndRequestsWhereTheSynchronousRunDoes) {
+    auto jobs = mixed_jobs(true);
+    for (Job& j : jobs) j.params.max_tokens = 12;
+    const auto free_run = run_jobs(jobs, small_engine(512));
+    int stops = 0;
+    for (size_t i = 0; i < jobs.size(); ++i) {
+        const auto& t = free_run[i].tokens[0];
+        if (t.size() < 4) continue;
+        jobs[i].params.stop_token_ids = {t[3]};  // its first occurrence ends the request there
+        ++stops;
+    }
+    ASSERT_GT(stops, 8);
+    const auto sync = run_jobs(jobs, small_engine(512));
+    const auto piped = run_jobs(jobs, small_engine(512), nullptr, test_model(), in_flight());
+    EXPECT_GT(g_deferred_resolved, 0);
+    expect_same_outputs(piped, sync, "stop ids");
+    for (size_t i = 0; i < jobs.size(); ++i) {
+        if (!jobs[i].params.stop_token_ids.empty()) {
+            EXPECT_LE(sync[i].tokens[0].size(), 3u) << i;
+        }
+    }
+}
+
+// A request aborted with steps in flight: the others' outputs are the synchronous run's, the aborted one
+// ends with kAbort, and every block comes back once the steps in flight are collected.
+TEST_P(PipelinedEngineTest, AbortWithStepsInFlightChangesNoOtherRequest) {
+    auto jobs = mixed_jobs(true);
+    jobs.resize(6);
+    for (Job& j : jobs) {
+        j.params.max_tokens = 10;
+        j.arrive_step = 0;
+    }
+    const auto sync = run_jobs(jobs, small_engine(256));
+    CpuExecutor ex(test_model());
+    ex.set_max_in_flight(in_flight());
+    ex.set_resolve_on_host(g_resolve_on_host);
+    auto core_or = EngineCore::create(small_engine(256), &ex);
+    ASSERT_TRUE(core_or.is_ok()) << core_or.status().to_string();
+    EngineCore& core = **core_or;
+    std::vector<std::shared_ptr<RequestHandle>> handles;
+    for (size_t i = 0; i < jobs.size(); ++i) {
+        handles.push_back(std::make_shared<RequestHandle>(
+            static_cast<int64_t>(i), static_cast<int32_t>(jobs[i].prompt.size()), 1, nullptr));
+        core.add_request(handles[i], jobs[i].prompt, jobs[i].params, jobs[i].params.seed.value_or(0));
+    }
+    constexpr size_t kAborted = 2;
+    std::vector<std::vector<int32_t>> got(jobs.size());
+    bool aborted = false, saw_abort = false;
+    for (int step = 0; core.has_requests(); ++step) {
+        ASSERT_LT(step, 1000);
+        if (!aborted && got[kAborted].size() >= 3 && core.num_in_flight() > 0) {
+            handles[kAborted]->abort();
+            aborted = true;
+        }
+        ASSERT_TRUE(core.step().is_ok());
+        ASSERT_TRUE(core.check_invariants().is_ok());
+        for (size_t i = 0; i < jobs.size(); ++i) {
+            RequestOutput o;
+            while (handles[i]->next(&o, std::chrono::milliseconds(0))) {
+                got[i].insert(got[i].end(), o.tokens.begin(), o.tokens.end());
+                if (i == kAborted && o.finish == FinishReason::kAbort) saw_abort = true;
+            }
+        }
+    }
+    while (core.num_in_flight() > 0) ASSERT_TRUE(core.step().is_ok());
+    EXPECT_TRUE(aborted);
+    EXPECT_TRUE(saw_abort);
+    EXPECT_GT(ex.device_deferred_resolved() + ex.num_deferred_resolved(), 0);
+    for (size_t i = 0; i < jobs.size(); ++i) {
+        if (i == kAborted) {
+            EXPECT_LT(got[i].size(), sync[i].tokens[0].size());
+            EXPECT_TRUE(std::equal(got[i].begin(), got[i].end(), sync[i].tokens[0].begin()));
+        } else {
+            EXPECT_EQ(got[i], sync[i].tokens[0]) << "request " << i;
+        }
+    }
+    EXPECT_EQ(core.stats().kv_blocks_used[0] + core.stats().kv_blocks_used[1], 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(InFlight, PipelinedEngineTest,
+                         ::testing::Combine(::testing::Values(2, 3), ::testing::Bool()),
+                         [](const ::testing::TestParamInfo<std::tuple<int, bool>>& i) {
+                             return std::to_string(std::get<0>(i.param)) +
+                                    (std::get<1>(i.param) ? "_host" : "_device");
+                         });
 
 // ---- The threaded Engine.
 

@@ -55,7 +55,7 @@ struct SwapLog {
 // parallel: tensor x pipeline ranks on CPU threads (every rank swaps its own shard).
 std::vector<Out> run(const std::vector<Job>& jobs, EngineConfig cfg, EngineStats* stats, SwapLog* log,
                      int in_flight = 1, model::ParallelConfig parallel = {},
-                     ops::Format kv_format = ops::Format::kF32) {
+                     ops::Format kv_format = ops::Format::kF32, bool resolve_on_host = false) {
     std::unique_ptr<executor::BackendExecutor> owned;
     if (parallel.world_size() > 1) {
         auto made = executor::BackendExecutor::create_parallel(
@@ -68,6 +68,7 @@ std::vector<Out> run(const std::vector<Job>& jobs, EngineConfig cfg, EngineStats
     } else {
         auto cpu = std::make_unique<CpuExecutor>(swap_model(), kv_format);
         cpu->set_max_in_flight(in_flight);
+        cpu->set_resolve_on_host(resolve_on_host);
         owned = std::move(cpu);
     }
     executor::BackendExecutor& ex = *owned;
@@ -278,13 +279,18 @@ TEST(SwapTest, ChoicesSharingBlocksSwapAndComeBack) {
 TEST(SwapTest, LookAheadWithSwapIsBitwiseTheSynchronousRun) {
     const auto js = jobs(2);
     const auto want = run(js, engine(512, PreemptionMode::kSwap), nullptr, nullptr);
-    for (int in_flight : {2, 3}) {
-        EngineStats tight;
-        SwapLog log;
-        const auto got = run(js, engine(16, PreemptionMode::kSwap), &tight, &log, in_flight);
-        EXPECT_GT(tight.num_swapped_preemptions, 0) << in_flight;
-        expect_bitwise_equal(got, want, "look-ahead with swap");
-        expect_all_swaps_matched(log, tight, /*all_back=*/false);
+    // Deferred ids resolved by BackendExecutor's asynchronous path (in backend memory, as on a GPU) and
+    // by SyncExecutor on the host.
+    for (const bool on_host : {false, true}) {
+        for (int in_flight : {2, 3}) {
+            EngineStats tight;
+            SwapLog log;
+            const auto got = run(js, engine(16, PreemptionMode::kSwap), &tight, &log, in_flight, {},
+                                 ops::Format::kF32, on_host);
+            EXPECT_GT(tight.num_swapped_preemptions, 0) << in_flight;
+            expect_bitwise_equal(got, want, on_host ? "look-ahead with swap, host" : "look-ahead with swap");
+            expect_all_swaps_matched(log, tight, /*all_back=*/false);
+        }
     }
 }
 

@@ -64,6 +64,29 @@ TEST(EngineFlagsTest, ParsesVllmNames) {
     EXPECT_FALSE(parse({"--executor", "tpu"}, &t).is_ok());
 }
 
+// --async-scheduling (on by default) gives the engine two steps in flight on one GPU; --no-async-scheduling,
+// the CPU and tensor / pipeline parallel ranks keep one.
+TEST(EngineFlagsTest, AsyncSchedulingSetsStepsInFlight) {
+    EngineFlags d;
+    ASSERT_TRUE(parse({}, &d).is_ok());
+    EXPECT_TRUE(d.async_scheduling);
+    EXPECT_EQ(steps_in_flight(d), 1);  // the CPU
+    EngineFlags gpu;
+    ASSERT_TRUE(parse({"--device", "cuda"}, &gpu).is_ok());
+    EXPECT_EQ(steps_in_flight(gpu), kCudaStepsInFlight);
+    EXPECT_EQ(kCudaStepsInFlight, 2);
+    EngineFlags on;
+    ASSERT_TRUE(parse({"--device", "cuda", "--async-scheduling"}, &on).is_ok());
+    EXPECT_EQ(steps_in_flight(on), 2);
+    EngineFlags off;
+    ASSERT_TRUE(parse({"--device", "cuda", "--no-async-scheduling"}, &off).is_ok());
+    EXPECT_FALSE(off.async_scheduling);
+    EXPECT_EQ(steps_in_flight(off), 1);
+    EngineFlags tp;
+    ASSERT_TRUE(parse({"--device", "cuda", "--tensor-parallel-size", "2"}, &tp).is_ok());
+    EXPECT_EQ(steps_in_flight(tp), 1);
+}
+
 // --swap-space GiB (vLLM's default 4) becomes EngineConfig::swap_space_bytes; --preemption-mode takes
 // vLLM's two names. --swap-space 0 with --preemption-mode swap parses, and the KV plan refuses it
 // (tests/unit/engine/swap_test.cc).
@@ -257,8 +280,8 @@ TEST(CpuOffload, FlagsReachTheExecutor) {
 // The device memory plan (vLLM's: utilization x total - in use - headroom) on a counting stand-in
 // device: offloading the experts of layers 1-3 gives the KV cache exactly their bytes, computed here from
 // the shapes (small_config: E 4, H 64, I 64; MXFP4 codes half a byte, a scale per 32, bf16 biases), less
-// the one device buffer the offload adds: the experts' sum of a step, [max_num_batched_tokens, H] f32,
-// which the profiling step brings to its size.
+// the device buffers the offload adds: the experts' sum of a step, [max_num_batched_tokens, H] f32,
+// which the profiling step brings to its size, and the staging of prompt rows (one layer's experts).
 TEST(EngineFlagsTest, KvCacheDtype) {
     EngineFlags d;
     ASSERT_TRUE(parse({}, &d).is_ok());
@@ -348,7 +371,11 @@ TEST(CpuOffload, KvPlanGrowsByTheOffloadedBytes) {
         E * (2 * I * H / 2 + 2 * I * H / 32 + 2 * I * 2) + E * (H * I / 2 + H * I / 32 + H * 2);
     const int64_t none = budget("0"), three = budget("3");
     EXPECT_GT(none, 0);
-    EXPECT_EQ(three - none, 3 * per_layer - 64 * H * 4);
+    // The staging of one layer's experts for prompt rows (codes, scales, f32 biases; allocated at
+    // placement, so in use when the plan measures).
+    const int64_t staging =
+        E * (2 * I * H / 2 + 2 * I * H / 32 + 2 * I * 4) + E * (H * I / 2 + H * I / 32 + H * 4);
+    EXPECT_EQ(three - none, 3 * per_layer - 64 * H * 4 - staging);
 }
 
 // --device cuda with TP x PP > 1: a GPU per rank, or every rank on GPU 0 with --tp-same-device.

@@ -99,5 +99,40 @@ TEST(StepBuilder, OrderKeptWhenPromptRowsAlreadyLead) {
     EXPECT_EQ(sb.build(d).num_prompt_rows, 0);
 }
 
+// Sample rows carry the prompt ids only under a repetition penalty and the output ids only under some
+// penalty (what the sample op reads); a deferred output id is flagged for the device only where it is read.
+TEST(StepBuilder, SampleRowsListHistoriesOnlyForPenalties) {
+    std::vector<std::vector<int32_t>> prompts;
+    const std::vector<Seq> seqs = {
+        {{1, 2, 3}, 5, {9}, {0}}, {{4, 5}, 4, {8}, {1}}, {{6}, 3, {7}, {2}}, {{3, 3}, 4, {6}, {3}}};
+    StepBatch b = batch_of(seqs, &prompts);
+    engine::SamplingParams none, rep, freq, pres;
+    rep.repetition_penalty = 1.2f;
+    freq.frequency_penalty = 0.5f;
+    pres.presence_penalty = -0.5f;
+    const engine::SamplingParams* params[] = {&none, &rep, &freq, &pres};
+    const std::vector<int32_t> output = {11, 12};
+    for (size_t i = 0; i < seqs.size(); ++i) {
+        b.sampling[i].params = params[i];
+        b.sampling[i].output = &output;
+        b.sampling[i].output_deferred = true;
+    }
+    StepBuilder sb;
+    sb.init(4);
+    const std::vector<float> logits(4 * 16);
+    const auto& rows = sb.sample_rows(b, 0, 4, logits.data(), 16, /*deferred_on_device=*/true);
+    const int64_t want_prompt[] = {0, 2, 0, 0}, want_output[] = {0, 2, 2, 2};
+    const uint8_t want_deferred[] = {0, 1, 1, 1};
+    for (int i = 0; i < 4; ++i) {
+        EXPECT_EQ(rows[i].num_prompt, want_prompt[i]) << i;
+        EXPECT_EQ(rows[i].num_output, want_output[i]) << i;
+        EXPECT_EQ(sb.deferred_output()[i], want_deferred[i]) << i;
+        if (rows[i].num_output > 0) {
+            EXPECT_EQ(rows[i].output_ids, output.data());
+        }
+    }
+    EXPECT_EQ(rows[1].prompt_ids, prompts[1].data());
+}
+
 }  // namespace
 }  // namespace volt::executor
