@@ -19,12 +19,20 @@ if ! cmake --build build-cuda-check --target volt_cuda --clean-first >build-cuda
   exit 1
 fi
 python3 scripts/cuda-resources.py build-cuda-check/src/cuda/libvolt_cuda.a build-cuda-check/volt_cuda.log
+# The GEMV's batch invariance on the CPU: no float mul + add pair in its kernels' PTX that ptxas may fuse in
+# one instance and not in another (scripts/ptx-contraction.py; sm_70 here, sm_90 with CUDA 13 below).
+nvcc -std=c++17 -arch=sm_70 -ccbin g++-11 -O3 -DNDEBUG -Isrc -Ibuild-cuda-check/generated -ptx \
+  -o build-cuda-check/gemv.ptx src/cuda/kernels/gemv.cu
+python3 scripts/ptx-contraction.py build-cuda-check/gemv.ptx gemv_kernel
 t1=$(date +%s)
 echo "cuda-check: sm_70 build and resource check: $((t1 - t0)) s"
 
 if [ -x /usr/local/cuda/bin/nvcc ]; then
   [ -f build-cuda13/build.ninja ] || cmake --preset cuda13 >/dev/null
   cmake --build build-cuda13 --target volt_cuda voltllm cuda_backend_test
+  /usr/local/cuda/bin/nvcc -std=c++17 -arch=sm_90 -O3 -DNDEBUG -Isrc -Ibuild-cuda13/generated -ptx \
+    -o build-cuda13/gemv.ptx src/cuda/kernels/gemv.cu
+  python3 scripts/ptx-contraction.py build-cuda13/gemv.ptx gemv_kernel
   echo "cuda-check: cuda13 (sm_90) build: $(($(date +%s) - t1)) s"
   # The cuda-label tests without a GPU: the dtype and dispatch rules run, every GPU test skips with its reason.
   if ! build-cuda13/tests/unit/cuda_backend_test --gtest_color=no >build-cuda13/cuda_backend_test.log 2>&1; then
