@@ -303,7 +303,8 @@ void attention(const ops::AttentionArgs& a) {
             const int64_t p = index_of[t];
             const int64_t lo = a.window > 0 ? std::max<int64_t>(0, p - a.window + 1) : 0;
             const float* q = a.q + (t * a.num_heads + h) * a.head_dim;
-            const int32_t* table = a.block_tables + s * a.max_blocks;
+            const int64_t row = a.table_rows != nullptr ? a.table_rows[s] : s;
+            const int32_t* table = a.block_tables + row * a.max_blocks;
             auto slot_of = [&](int64_t j) {
                 const int32_t block = table[j / block_size];
                 VOLT_CHECK(block >= 0) << "attention reads key position " << j << " of a freed block";

@@ -388,6 +388,8 @@ std::unique_ptr<ops::Event> CudaBackend::create_event() {
 
 void CudaBackend::move_ids(const ops::MoveIdsArgs& a) { launch_move_ids(a, ctx()); }
 
+void CudaBackend::scatter_ids(const ops::ScatterIdsArgs& a) { launch_scatter_ids(a, ctx()); }
+
 void CudaBackend::download(void* dst, const void* src, int64_t bytes) {
     if (bytes > 0)
         VOLT_CUDA_CHECK(

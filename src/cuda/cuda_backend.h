@@ -121,6 +121,8 @@ class CudaBackend final : public ops::Backend {
     void sample(const ops::SampleArgs& a) override;
     // One kernel (kernels/elementwise.cu launch_move_ids).
     void move_ids(const ops::MoveIdsArgs& a) override;
+    // Two kernels (kernels/elementwise.cu launch_scatter_ids): the fills, then the writes.
+    void scatter_ids(const ops::ScatterIdsArgs& a) override;
     // One cudaMemcpyAsync per block of each pool (and of each int8 scale pool) on the stream, no wait (the
     // pool is pinned; stream order puts a swap-out after the writes before it and a swap-in before the
     // reads after it). copy_blocks is the default (ops/backend.cc: one copy per block of every pool).

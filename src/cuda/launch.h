@@ -63,6 +63,8 @@ void launch_experts(const ops::ExpertsArgs& a, float* act, float* y, const Launc
 void launch_add(const ops::AddArgs& a, const Launch& ctx);
 // ops::Backend::move_ids: one thread per move (kernels/elementwise.cu).
 void launch_move_ids(const ops::MoveIdsArgs& a, const Launch& ctx);
+// ops::Backend::scatter_ids: a block per fill, then one thread per write (kernels/elementwise.cu).
+void launch_scatter_ids(const ops::ScatterIdsArgs& a, const Launch& ctx);
 
 // ---- the fast decode kernels of issue 14 (docs/cuda.md "Fast kernels") ----
 // Dense GEMV with 128-bit weight loads (kernels/gemv.cu): f16/bf16/f32 weights with in % 8 == 0, 16-byte

@@ -350,7 +350,22 @@ Status BackendExecutor::init_cache(const CacheConfig& c) {
                                   r.backend->alloc_host(n * layers * 2 * st.cache.block_bytes()));
         }
     }
-    builder_.init(c.max_num_seqs);
+    // Block tables kept in backend memory by seq_slot (model::DeviceBlockTables), as wide as the longest
+    // sequence needs (wider on demand); each step sends what changed.
+    const int64_t table_width =
+        full_table_upload_
+            ? 0
+            : (std::max<int64_t>(c.max_model_len > 0 ? c.max_model_len : 256, 1) + c.block_size - 1) /
+                  c.block_size;
+    for (int i = 0; i < group_->size(); ++i) {
+        if (table_width == 0) {
+            states_[i].tables = model::DeviceBlockTables();
+            continue;
+        }
+        group_->rank(i).backend->bind_thread();
+        VOLT_RETURN_IF_ERROR(states_[i].tables.init(*group_->rank(i).backend, c.max_num_seqs, table_width));
+    }
+    builder_.init(c.max_num_seqs, table_width);
     set_num_slots(c.max_num_seqs);
     // The asynchronous path: one staging set and event per step in flight, the last draw per seq_slot.
     VOLT_CHECK(async_next_ == async_collected_) << "init_cache with steps in flight";
@@ -385,8 +400,13 @@ Status BackendExecutor::init_cache(const CacheConfig& c) {
         const int64_t rows_max = capture_sizes_.back();
         const auto per_row = static_cast<int64_t>(sizeof(ops::SampleRow) + 2 * sizeof(ops::IdMove)) + 8 +
                              8 * kMaxLogprobs + 64;
-        VOLT_RETURN_IF_ERROR(graph_upload_.reserve(backend(), model::StepUpload::decode_bytes(rows_max, w),
-                                                   async_ ? rows_max * per_row + 65536 : 0));
+        // Kept tables: a decode step's pairs are about one a row per group (a new block, a freed one);
+        // more (a swap-in's blocks) grows the buffer once and the graphs are captured again.
+        const int64_t input_bytes =
+            builder_.kept_tables() ? model::StepUpload::decode_bytes_kept_tables(rows_max, 8 * rows_max + 64)
+                                   : model::StepUpload::decode_bytes(rows_max, w);
+        VOLT_RETURN_IF_ERROR(
+            graph_upload_.reserve(backend(), input_bytes, async_ ? rows_max * per_row + 65536 : 0));
     }
     return Status::ok();
 }
@@ -590,7 +610,9 @@ Status BackendExecutor::run_rank(int i, const StepBatch& b, const model::HostSte
     if (r.pp_comm) r.pp_comm->begin_step(step_count_);
     swap_rank(i, b);  // before the copies and KV writes that may reuse the swapped-out blocks
     copy_blocks(i, b);
-    VOLT_ASSIGN_OR_RETURN(model::ForwardBatch fb, st.upload.upload(*r.backend, step));
+    VOLT_ASSIGN_OR_RETURN(model::ForwardBatch fb,
+                          st.upload.upload(*r.backend, step, nullptr, nullptr, &st.tables));
+    if (i == 0) last_input_bytes_ = st.upload.last_input_bytes();
     const int64_t V = c.vocab_size;
     Status sampled = Status::ok();
     VOLT_RETURN_IF_ERROR(
@@ -649,7 +671,7 @@ namespace {
 bool same_inputs(const model::ForwardBatch& a, const model::ForwardBatch& b) {
     bool same = a.num_tokens == b.num_tokens && a.num_seqs == b.num_seqs && a.token_ids == b.token_ids &&
                 a.positions == b.positions && a.query_start_loc == b.query_start_loc &&
-                a.seq_lens == b.seq_lens && a.logits_rows == b.logits_rows &&
+                a.seq_lens == b.seq_lens && a.logits_rows == b.logits_rows && a.table_rows == b.table_rows &&
                 a.num_logits_rows == b.num_logits_rows && a.max_seq_len == b.max_seq_len;
     for (int g = 0; g < ops::kNumKvGroups; ++g)
         same = same && a.groups[g].slot_mapping == b.groups[g].slot_mapping &&
@@ -658,9 +680,10 @@ bool same_inputs(const model::ForwardBatch& a, const model::ForwardBatch& b) {
     return same;
 }
 
-// `s` (a decode step of S sequences) padded to `rows` sequences with block tables `widths` wide.
+// `s` (a decode step of S sequences) padded to `rows` sequences with block tables `widths` wide (kept
+// tables: the padding rows read the tables' padding row, `padding_row`).
 void pad_decode_step(const model::HostStep& s, int64_t rows, const int64_t widths[ops::kNumKvGroups],
-                     model::HostStep* out) {
+                     int32_t padding_row, model::HostStep* out) {
     const int64_t S = s.num_seqs();
     out->num_prompt_rows = 0;
     out->token_ids = s.token_ids;
@@ -673,9 +696,20 @@ void pad_decode_step(const model::HostStep& s, int64_t rows, const int64_t width
     out->logits_rows.resize(rows);
     for (int64_t i = 0; i <= rows; ++i) out->query_start_loc[i] = static_cast<int32_t>(i);
     for (int64_t i = 0; i < rows; ++i) out->logits_rows[i] = static_cast<int32_t>(i);
+    out->table_rows = s.table_rows;
+    if (!s.table_rows.empty()) out->table_rows.resize(rows, padding_row);
+    out->table_pairs = s.table_pairs;
+    out->num_table_fills = s.num_table_fills;
+    out->table_num_rows = s.table_num_rows;
+    out->table_width = s.table_width;
     for (int g = 0; g < ops::kNumKvGroups; ++g) {
         out->slot_mapping[g] = s.slot_mapping[g];
         if (!out->slot_mapping[g].empty()) out->slot_mapping[g].resize(rows, -1);
+        if (!s.table_rows.empty()) {
+            out->max_blocks[g] = s.max_blocks[g];
+            out->block_tables[g].clear();
+            continue;
+        }
         const int64_t w = widths[g], from = s.max_blocks[g];
         out->max_blocks[g] = w;
         out->block_tables[g].assign(rows * w, -1);
@@ -712,10 +746,15 @@ Status BackendExecutor::graph_inputs(const StepBatch& b, const model::HostStep& 
     int64_t widths[kNumKvGroups];
     for (int g = 0; g < kNumKvGroups; ++g)
         widths[g] = std::max<int64_t>((keys + block_size_ - 1) / block_size_, step.max_blocks[g]);
-    pad_decode_step(step, rows, widths, &padded_);
-    VOLT_ASSIGN_OR_RETURN(*fb, graph_upload_.upload(be, padded_, pinned, head));
+    // Kept tables: the padding rows read the padding row (all -1; their context is 0: nothing is read).
+    model::DeviceBlockTables& tables = states_[0].tables;
+    const int64_t padding_row = std::max<int64_t>(step.table_num_rows - 1, 0);
+    pad_decode_step(step, rows, widths, static_cast<int32_t>(padding_row), &padded_);
+    VOLT_ASSIGN_OR_RETURN(*fb, graph_upload_.upload(be, padded_, pinned, head, &tables));
+    last_input_bytes_ = graph_upload_.last_input_bytes();
     fb->max_seq_len = keys;  // sizes the split-KV grid; each row's splits follow its own context
-    *key = {rows, keys, widths[0], widths[1]};
+    // (Kept tables: one width, the tables'; the key changes with it as the address does.)
+    *key = {rows, keys, fb->groups[0].max_blocks, fb->groups[1].max_blocks};
     return Status::ok();
 }
 
@@ -925,7 +964,8 @@ Status BackendExecutor::enqueue_step(const StepBatch& b, AsyncStep* f) {
     if (graph) {
         VOLT_RETURN_IF_ERROR(graph_inputs(b, step, &f->step_pinned, &head, &key, &fb));
     } else {
-        VOLT_ASSIGN_OR_RETURN(fb, st.upload.upload(be, step, &f->step_pinned, &head));
+        VOLT_ASSIGN_OR_RETURN(fb, st.upload.upload(be, step, &f->step_pinned, &head, &st.tables));
+        last_input_bytes_ = st.upload.last_input_bytes();
     }
     // The ids the previous step drew, where this step reads them (before this step's draws replace them).
     be.move_ids({reinterpret_cast<const ops::IdMove*>(o.base + o.pre_moves), o.num_pre, true});

@@ -139,6 +139,13 @@ class BackendExecutor : public SyncExecutor {
     // Tests: run every step through SyncExecutor (computed in submit, DeferredToken ids resolved on the
     // host) instead of the asynchronous path. Call before init_cache.
     void set_resolve_on_host(bool host) { resolve_on_host_ = host; }
+    // Tests: send every sequence's whole block table with each step (the full upload, model::HostStep::
+    // block_tables) instead of keeping the tables in backend memory by seq_slot and sending what changed
+    // (the default; model::DeviceBlockTables). Call before init_cache.
+    void set_full_table_upload(bool full) { full_table_upload_ = full; }
+    // Bytes of step inputs (sample rows excluded) the last step sent to rank 0's backend: with kept
+    // tables a decode step's do not grow with its sequences' context.
+    int64_t last_input_bytes() const { return last_input_bytes_; }
     // Whether steps take the asynchronous path (see the file comment; decided by init_cache).
     bool is_async() const { return async_; }
     // Steps submitted through the asynchronous path, and DeferredToken rows it resolved on the device.
@@ -191,6 +198,7 @@ class BackendExecutor : public SyncExecutor {
         std::vector<int32_t> swap_device, swap_host;
         model::Workspace ws;
         model::StepUpload upload;
+        model::DeviceBlockTables tables;  // by seq_slot, changed by each step's table pairs
         std::vector<int32_t> copy_src, copy_dst;
         std::vector<ops::KvLayer> group_layers;
     };
@@ -275,6 +283,8 @@ class BackendExecutor : public SyncExecutor {
 
     // The asynchronous path (after group_: buffers and events go before the backends do).
     bool resolve_on_host_ = false;
+    bool full_table_upload_ = false;
+    int64_t last_input_bytes_ = 0;
     bool async_ = false;
     std::vector<AsyncStep> async_ring_;  // [max_in_flight] step id % size
     int64_t async_next_ = 0, async_collected_ = 0, device_deferred_ = 0;

@@ -12,13 +12,36 @@ using engine::SamplingParams;
 using engine::SeqSampling;
 using engine::StepBatch;
 
-void StepBuilder::init(int64_t max_num_seqs) {
+void StepBuilder::init(int64_t max_num_seqs, int64_t table_width) {
     for (auto& t : tables_) t.assign(max_num_seqs, {});
+    table_width_ = std::max<int64_t>(table_width, 0);
+    table_rows_ = max_num_seqs + 1;  // and the padding row
+    widen_ = false;
+    touched_.clear();
+    is_touched_.assign(static_cast<size_t>(ops::kNumKvGroups * std::max<int64_t>(max_num_seqs, 0)), 0);
 }
 
 void StepBuilder::apply_table_updates(const StepBatch& b) {
+    const auto slots = static_cast<int64_t>(tables_[0].size());
     for (const BlockTableUpdate& u : b.table_updates) {
+        VOLT_CHECK(u.group >= 0 && u.group < ops::kNumKvGroups && u.slot >= 0 && u.slot < slots)
+            << "table update of group " << u.group << " slot " << u.slot;
         auto& t = tables_[u.group][u.slot];
+        if (table_width_ > 0) {
+            uint8_t& mark = is_touched_[u.group * slots + u.slot];
+            if (!mark) {
+                mark = 1;
+                touched_.push_back({u.group, u.slot, false, t});
+            }
+            if (u.index < 0) {
+                // Cleared: the device row is filled with -1 and written anew (a slot's next sequence, a
+                // swap-out, a recompute preemption).
+                for (Touched& r : touched_)
+                    if (r.group == u.group && r.slot == u.slot) r.cleared = true;
+            } else if (u.index >= table_width_) {
+                widen_ = true;
+            }
+        }
         if (u.index < 0) {
             t.clear();
             continue;
@@ -26,6 +49,57 @@ void StepBuilder::apply_table_updates(const StepBatch& b) {
         if (static_cast<int64_t>(t.size()) <= u.index) t.resize(u.index + 1, -1);
         t[u.index] = u.block;
     }
+}
+
+void StepBuilder::table_changes(model::HostStep* s) {
+    const auto slots = static_cast<int64_t>(tables_[0].size());
+    s->table_pairs.clear();
+    s->num_table_fills = 0;
+    writes_.clear();
+    auto flat = [&](int g, int64_t slot, int64_t j) {
+        return static_cast<int32_t>((g * table_rows_ + slot) * table_width_ + j);
+    };
+    if (widen_) {
+        // New tables (all -1): every held entry, in a width with room to spare.
+        int64_t need = table_width_;
+        for (const auto& group : tables_)
+            for (const auto& t : group) need = std::max<int64_t>(need, static_cast<int64_t>(t.size()));
+        table_width_ = std::max(need, table_width_ * 2);
+        VOLT_CHECK(ops::kNumKvGroups * table_rows_ * table_width_ < (int64_t{1} << 31))
+            << "block tables of " << table_width_ << " entries";
+        for (int g = 0; g < ops::kNumKvGroups; ++g)
+            for (int64_t slot = 0; slot < slots; ++slot) {
+                const auto& t = tables_[g][slot];
+                for (size_t j = 0; j < t.size(); ++j)
+                    if (t[j] >= 0) writes_.insert(writes_.end(), {flat(g, slot, j), t[j]});
+            }
+    } else {
+        for (const Touched& r : touched_) {
+            const auto& now = tables_[r.group][r.slot];
+            const auto& was = r.before;
+            if (r.cleared) {
+                if (!was.empty()) {
+                    s->table_pairs.insert(s->table_pairs.end(),
+                                          {flat(r.group, r.slot, 0), static_cast<int32_t>(was.size())});
+                    ++s->num_table_fills;
+                }
+                for (size_t j = 0; j < now.size(); ++j)
+                    if (now[j] >= 0) writes_.insert(writes_.end(), {flat(r.group, r.slot, j), now[j]});
+                continue;
+            }
+            const size_t n = std::max(was.size(), now.size());
+            for (size_t j = 0; j < n; ++j) {
+                const int32_t a = j < was.size() ? was[j] : -1, b = j < now.size() ? now[j] : -1;
+                if (a != b) writes_.insert(writes_.end(), {flat(r.group, r.slot, j), b});
+            }
+        }
+    }
+    s->table_pairs.insert(s->table_pairs.end(), writes_.begin(), writes_.end());
+    s->table_num_rows = table_rows_;
+    s->table_width = table_width_;
+    for (const Touched& r : touched_) is_touched_[r.group * slots + r.slot] = 0;
+    touched_.clear();
+    widen_ = false;
 }
 
 const model::HostStep& StepBuilder::build(const StepBatch& b, const std::vector<int32_t>* prompt_lens,
@@ -91,7 +165,21 @@ const model::HostStep& StepBuilder::build(const StepBatch& b, const std::vector<
         }
     }
     const auto S = static_cast<int64_t>(parts.size());
-    for (int g = 0; g < ops::kNumKvGroups; ++g) {
+    if (table_width_ > 0) {
+        s.table_rows.resize(S);
+        for (int64_t i = 0; i < S; ++i) s.table_rows[i] = b.seq_slots[parts[i].seq];
+        table_changes(&s);
+        for (int g = 0; g < ops::kNumKvGroups; ++g) {
+            s.block_tables[g].clear();
+            s.max_blocks[g] = table_width_;
+        }
+    }
+    if (table_width_ == 0) {
+        s.table_rows.clear();
+        s.table_pairs.clear();
+        s.num_table_fills = 0;
+    }
+    for (int g = 0; g < ops::kNumKvGroups && table_width_ == 0; ++g) {
         int64_t max_blocks = 1;
         for (const Part& p : parts)
             max_blocks = std::max<int64_t>(max_blocks, tables_[g][b.seq_slots[p.seq]].size());

@@ -1,9 +1,14 @@
 // The step builder every model executor shares: keeps each seq_slot's block tables (from
 // StepBatch::table_updates), turns a StepBatch into the forward pass's HostStep (flattened ids,
-// positions, slot mappings, per-sequence block tables; prompt rows first, ForwardBatch::num_prompt_rows)
-// and the sample op's rows for a chunk of logits.
+// positions, slot mappings, block tables; prompt rows first, ForwardBatch::num_prompt_rows) and the
+// sample op's rows for a chunk of logits.
+// Block tables, two ways (init): kept (table_width > 0, the executors' way) -- the tables live in backend
+// memory by seq_slot (model::DeviceBlockTables) and a HostStep carries each sequence's seq_slot
+// (table_rows) and only the entries that changed since the last step (table_pairs: a new block, a freed
+// one, a slot cleared for its next sequence, a swap-in's blocks), so a decode step's bytes do not grow
+// with context; or full (table_width 0) -- every sequence's whole table in each HostStep.
 // Executors add only what is theirs: where memory lives, how the step is launched (CpuExecutor: at
-// once on the CPU backend; a GPU executor: staged and uploaded, the tables kept on the device).
+// once on the CPU backend; a GPU executor: staged and uploaded).
 #pragma once
 
 #include <cstdint>
@@ -17,9 +22,13 @@ namespace volt::executor {
 
 class StepBuilder {
   public:
-    void init(int64_t max_num_seqs);
-    // Applies the batch's table updates (in order).
+    // table_width > 0: kept tables, that many entries a row to start with (a table that needs more widens
+    // them: the next HostStep has the new width and every held entry).
+    void init(int64_t max_num_seqs, int64_t table_width = 0);
+    // Applies the batch's table updates (in order); with kept tables the next build() carries what
+    // changed.
     void apply_table_updates(const engine::StepBatch& b);
+    bool kept_tables() const { return table_width_ > 0; }
     // The forward pass's inputs for the batch. Token ids must be resolved (no DeferredToken) unless
     // deferred_on_device: then a DeferredToken row keeps token id -1, which the executor overwrites in
     // backend memory at HostStep row host_row(row) before the forward pass. Each sequence's prompt length
@@ -47,6 +56,19 @@ class StepBuilder {
 
   private:
     std::vector<std::vector<int32_t>> tables_[ops::kNumKvGroups];  // [slot] block table
+    // Kept tables: the width, and the rows the updates since the last build touched, as they were.
+    int64_t table_width_ = 0, table_rows_ = 0;
+    bool widen_ = false;
+    struct Touched {
+        int group;
+        int32_t slot;
+        bool cleared;
+        std::vector<int32_t> before;
+    };
+    std::vector<Touched> touched_;
+    std::vector<uint8_t> is_touched_;  // [group * slots + slot]
+    std::vector<int32_t> writes_;
+    void table_changes(model::HostStep* s);
     model::HostStep step_;
     // Rows [begin, end) of StepBatch sequence `seq` as one sequence of the HostStep, with `keys` keys in
     // the cache after them.

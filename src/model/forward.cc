@@ -19,8 +19,24 @@ int64_t stage(std::vector<uint8_t>& staging, const T* src, int64_t n) {
 }
 }  // namespace
 
+Status DeviceBlockTables::init(ops::Backend& backend, int64_t num_slots, int64_t w) {
+    const int64_t r = std::max<int64_t>(num_slots, 0) + 1;
+    w = std::max<int64_t>(w, 1);
+    VOLT_CHECK(ops::kNumKvGroups * r * w < (int64_t{1} << 31)) << r << " block table rows of " << w;
+    const int64_t bytes = ops::kNumKvGroups * r * w * static_cast<int64_t>(sizeof(int32_t));
+    if (r != rows || w != width || buffer.data() == nullptr) {
+        buffer = ops::Buffer();
+        rows = width = 0;
+        VOLT_ASSIGN_OR_RETURN(buffer, backend.alloc(bytes));
+        rows = r;
+        width = w;
+    }
+    backend.fill(buffer.data(), 0xff, bytes);  // -1
+    return Status::ok();
+}
+
 Result<ForwardBatch> StepUpload::upload(ops::Backend& backend, const HostStep& s, ops::Buffer* pinned,
-                                        const StepHead* head) {
+                                        const StepHead* head, DeviceBlockTables* kept) {
     staging_.clear();
     const int64_t T = s.num_tokens(), S = s.num_seqs();
     VOLT_CHECK_EQ(static_cast<int64_t>(s.positions.size()), T);
@@ -36,6 +52,19 @@ Result<ForwardBatch> StepUpload::upload(ops::Backend& backend, const HostStep& s
         VOLT_CHECK(s.slot_mapping[g].empty() || static_cast<int64_t>(s.slot_mapping[g].size()) == T);
         slots[g] = stage(staging_, s.slot_mapping[g].data(), static_cast<int64_t>(s.slot_mapping[g].size()));
         tables[g] = stage(staging_, s.block_tables[g].data(), static_cast<int64_t>(s.block_tables[g].size()));
+    }
+    // Kept tables: the rows, then the pairs last (their count varies; the inputs before keep their place).
+    const bool keep = !s.table_rows.empty();
+    int64_t table_rows = 0, pairs = 0;
+    const auto num_pairs = static_cast<int64_t>(s.table_pairs.size()) / 2;
+    if (keep) {
+        VOLT_CHECK(kept != nullptr) << "a step of kept block tables without the tables";
+        VOLT_CHECK_EQ(static_cast<int64_t>(s.table_rows.size()), S);
+        VOLT_CHECK(s.num_table_fills >= 0 && s.num_table_fills <= num_pairs);
+        if (kept->rows != s.table_num_rows || kept->width != s.table_width)
+            VOLT_RETURN_IF_ERROR(kept->init(backend, s.table_num_rows - 1, s.table_width));
+        table_rows = stage(staging_, s.table_rows.data(), S);
+        pairs = stage(staging_, s.table_pairs.data(), 2 * num_pairs);
     }
     const auto bytes = static_cast<int64_t>(staging_.size());
     const int64_t head_bytes = head != nullptr ? (static_cast<int64_t>(head->bytes->size()) + 7) / 8 * 8 : 0;
@@ -60,7 +89,12 @@ Result<ForwardBatch> StepUpload::upload(ops::Backend& backend, const HostStep& s
         b.groups[g].block_tables =
             s.block_tables[g].empty() ? nullptr : reinterpret_cast<const int32_t*>(base + tables[g]);
         b.groups[g].max_blocks = s.max_blocks[g];
+        if (keep) {
+            b.groups[g].block_tables = kept->group(g);
+            b.groups[g].max_blocks = kept->width;
+        }
     }
+    if (keep) b.table_rows = reinterpret_cast<const int32_t*>(base + table_rows);
     for (int32_t len : s.seq_lens) b.max_seq_len = std::max<int64_t>(b.max_seq_len, len);
     VOLT_CHECK(s.num_prompt_rows >= 0 && s.num_prompt_rows <= T) << s.num_prompt_rows << " of " << T;
     b.num_prompt_rows = s.num_prompt_rows;
@@ -91,6 +125,10 @@ Result<ForwardBatch> StepUpload::upload(ops::Backend& backend, const HostStep& s
     } else {
         backend.upload_async(base - head_bytes, host != nullptr ? host : staging_.data(), total);
     }
+    last_bytes_ = bytes;
+    if (keep && num_pairs > 0)
+        backend.scatter_ids({reinterpret_cast<const int32_t*>(base + pairs), kept->buffer.as<int32_t>(),
+                             s.num_table_fills, num_pairs - s.num_table_fills});
     return b;
 }
 
@@ -111,6 +149,14 @@ int64_t StepUpload::decode_bytes(int64_t rows, const int64_t max_blocks[ops::kNu
     int64_t bytes = aligned(4 * rows) * 2 + aligned(4 * (rows + 1)) + aligned(4 * rows) * 2;
     for (int g = 0; g < ops::kNumKvGroups; ++g) bytes += 8 * rows + aligned(4 * rows * max_blocks[g]);
     return bytes;
+}
+
+int64_t StepUpload::decode_bytes_kept_tables(int64_t rows, int64_t table_pairs) {
+    auto aligned = [](int64_t n) { return (n + 7) / 8 * 8; };
+    // ids, positions, query_start_loc, seq_lens, logits rows; per group slots (int64); rows, pairs.
+    int64_t bytes = aligned(4 * rows) * 2 + aligned(4 * (rows + 1)) + aligned(4 * rows) * 2;
+    for (int g = 0; g < ops::kNumKvGroups; ++g) bytes += 8 * rows;
+    return bytes + aligned(4 * rows) + 8 * table_pairs;
 }
 
 Result<Workspace> Workspace::create(ops::Backend& backend, const GptOssConfig& c, int64_t max_tokens,
@@ -243,7 +289,8 @@ Status Forward::run(const ForwardBatch& b, const std::vector<ops::KvLayer>& kv, 
                             .max_blocks = g.max_blocks,
                             .window = c.is_sliding(l) ? c.sliding_window : 0,
                             .scale = 1.0f / std::sqrt(static_cast<float>(d)),
-                            .max_seq_len = b.max_seq_len});
+                            .max_seq_len = b.max_seq_len,
+                            .table_rows = b.table_rows});
         trace("attn", l, ws.attn, T, nh * d);
         if (tp) {
             // All-reduce 1 of the layer: this rank's heads' share of o_proj (+ bo on rank 0 only).

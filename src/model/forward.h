@@ -39,19 +39,44 @@ struct ForwardBatch {
     const int32_t* logits_rows = nullptr;  // [num_logits_rows] rows of [0, T) whose logits are wanted
     int64_t num_logits_rows = 0;
     int64_t max_seq_len = 0;  // max of seq_lens (sizes attention launches)
+    // [S] the row of sequence s in the block tables (DeviceBlockTables: its seq_slot; padding rows of a
+    // graph bucket the padding row), or null: groups[g].block_tables has a row per sequence.
+    const int32_t* table_rows = nullptr;
     // Rows [0, num_prompt_rows) are prompt tokens (position < the prompt's length), the rest generated
     // tokens: the ops may compute the two kinds with different kernels (ops.h QkvRopeKvWriteArgs), so a
     // step lists its prompt rows first (executor/step_builder.cc).
     int64_t num_prompt_rows = 0;
 };
 
+// Block tables kept in backend memory between steps, as the executors keep them: per KV group a row per
+// seq_slot and a padding row (the last; always -1), `width` entries each (-1: not held), int32
+// [kNumKvGroups, rows, width]. A step sends only what changed since the last (HostStep::table_pairs,
+// written by StepUpload::upload before the step's ops) and attention reads row table_rows[s]; the tables
+// keep their address (a decode graph reads them in place) until a step widens them.
+struct DeviceBlockTables {
+    ops::Buffer buffer;
+    int64_t rows = 0, width = 0;
+    // Every entry of num_slots + 1 rows of `width` set to -1 (allocated when the shape changes).
+    Status init(ops::Backend& backend, int64_t num_slots, int64_t width);
+    int32_t* group(int g) const { return buffer.as<int32_t>() + g * rows * width; }
+    int32_t padding_row() const { return static_cast<int32_t>(rows - 1); }
+};
+
 // The same step in host memory, as a step builder fills it.
 struct HostStep {
     std::vector<int32_t> token_ids, positions, query_start_loc, seq_lens, logits_rows;
     std::vector<int64_t> slot_mapping[ops::kNumKvGroups];
-    std::vector<int32_t> block_tables[ops::kNumKvGroups];  // [S, max_blocks[g]]
+    // Without table_rows: each sequence's whole block table, [S, max_blocks[g]] (the full upload).
+    std::vector<int32_t> block_tables[ops::kNumKvGroups];
     int64_t max_blocks[ops::kNumKvGroups] = {1, 1};
     int64_t num_prompt_rows = 0;  // ForwardBatch::num_prompt_rows
+    // With table_rows ([S]; the DeviceBlockTables row of each sequence): block_tables stays empty and the
+    // step carries the tables' changes since the last step as ops::ScatterIdsArgs pairs over the flat
+    // [kNumKvGroups, table_num_rows, table_width] tables: num_table_fills (start, count) fills with -1,
+    // then (index, block) writes. A step whose table_width differs from the tables' (they grew) carries
+    // every held entry, for tables made anew.
+    std::vector<int32_t> table_rows, table_pairs;
+    int64_t num_table_fills = 0, table_num_rows = 0, table_width = 0;
     int64_t num_seqs() const { return static_cast<int64_t>(seq_lens.size()); }
     int64_t num_tokens() const { return static_cast<int64_t>(token_ids.size()); }
 };
@@ -76,18 +101,26 @@ class StepUpload {
     // stay untouched until an Event recorded after this call was waited (the asynchronous executor keeps
     // one per step in flight). Errors: out of (device or pinned) memory.
     // With `head`, its bytes go in the same copy, right before the inputs (StepHead).
+    // A step with table_rows needs `tables` (made anew when its width is not the step's): the step's
+    // table pairs travel at the end of the same copy and are written (Backend::scatter_ids) right after
+    // it, before any op of the step.
     Result<ForwardBatch> upload(ops::Backend& backend, const HostStep& step, ops::Buffer* pinned = nullptr,
-                                const StepHead* head = nullptr);
+                                const StepHead* head = nullptr, DeviceBlockTables* tables = nullptr);
     // Grows the device buffer to hold `bytes` of inputs after `head_bytes` of head capacity now (a graph's
     // inputs keep their addresses when every later step and head fit). Never shrinks.
     Status reserve(ops::Backend& backend, int64_t bytes, int64_t head_bytes = 0);
     // Bytes a step of `rows` one-token sequences with block tables `max_blocks` wide takes (alignment
     // included): what reserve() needs for the largest decode graph.
     static int64_t decode_bytes(int64_t rows, const int64_t max_blocks[ops::kNumKvGroups]);
+    // The same with DeviceBlockTables: `rows` table rows and `table_pairs` (fill or write) pairs.
+    static int64_t decode_bytes_kept_tables(int64_t rows, int64_t table_pairs);
+    // Bytes of step inputs (the head excluded) the last upload sent.
+    int64_t last_input_bytes() const { return last_bytes_; }
 
   private:
     ops::Buffer device_;
     int64_t head_cap_ = 0;  // bytes of device_ before the inputs (a multiple of 256)
+    int64_t last_bytes_ = 0;
     std::vector<uint8_t> staging_, combined_;
 };
 

@@ -115,6 +115,22 @@ void Backend::move_ids(const MoveIdsArgs& a) {
     }
 }
 
+void Backend::scatter_ids(const ScatterIdsArgs& a) {
+    const int64_t n = a.num_fills + a.num_writes;
+    if (n <= 0) return;
+    std::vector<int32_t> pairs(static_cast<size_t>(2 * n));
+    download(pairs.data(), a.pairs, 2 * n * static_cast<int64_t>(sizeof(int32_t)));
+    std::vector<int32_t> minus;
+    for (int64_t i = 0; i < a.num_fills; ++i) {
+        const int32_t start = pairs[2 * i], count = pairs[2 * i + 1];
+        if (count <= 0) continue;
+        minus.assign(static_cast<size_t>(count), -1);
+        upload(a.table + start, minus.data(), count * static_cast<int64_t>(sizeof(int32_t)));
+    }
+    for (int64_t i = a.num_fills; i < n; ++i)
+        upload(a.table + pairs[2 * i], &pairs[2 * i + 1], sizeof(int32_t));
+}
+
 Result<Buffer> Backend::alloc_host(int64_t bytes) {
     return unimplemented(std::string("the ") + name() + " backend has no host memory for " +
                          std::to_string(bytes) + " bytes of swapped KV blocks");

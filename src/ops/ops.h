@@ -90,6 +90,9 @@ struct KvWriteArgs {
 // sequence index n = seq_lens[s] - q_len + i and attends to key indices [max(0, n - window + 1), n]
 // (window <= 0: [0, n]). Key index j lives at slot block_tables[s * max_blocks + j / block_size] *
 // block_size + j % block_size; entries -1 are blocks the engine freed (sliding window) and are never read.
+// With table_rows, sequence s reads table row table_rows[s] instead of row s (the executor's block tables
+// kept in backend memory by seq_slot, model/forward.h DeviceBlockTables): block_tables then has a row per
+// seq_slot (and a padding row), max_blocks its width.
 // Positions matter only to RoPE (applied before). Query head h reads kv head
 // h / (nh / nkv). Scores q.k * scale; the sink z_h joins the softmax denominator only. A backend that
 // splits long contexts (split-KV) fixes the split by each sequence's own length, never by the batch.
@@ -105,6 +108,7 @@ struct AttentionArgs {
     int64_t window;  // keys per query including itself; <= 0 for full attention
     float scale;
     int64_t max_seq_len = 0;  // an upper bound of seq_lens (sizes launch grids; never changes a result)
+    const int32_t* table_rows = nullptr;  // [S] the block_tables row of sequence s (null: row s)
 };
 
 // Router (spec §3.6): logits = Wr x + br, top-k by value (ties: lower index), softmax over the k.
@@ -264,6 +268,17 @@ struct MoveIdsArgs {
     bool negative_to_zero;
 };
 
+// Writes into a table of int32 in backend memory (the executor's block tables kept by seq_slot,
+// model/forward.h DeviceBlockTables, changed by each step's updates alone): first, for each of the
+// num_fills pairs (start, count) of `pairs`, table[start, start + count) = -1; then for each of the
+// num_writes pairs (index, value) after them, table[index] = value. `pairs` and `table` are backend
+// memory; no index is written twice. Ordered with the backend's other work.
+struct ScatterIdsArgs {
+    const int32_t* pairs;  // [num_fills + num_writes, 2]
+    int32_t* table;
+    int64_t num_fills, num_writes;
+};
+
 // A point in the backend's ordered work (a CUDA event on the stream): wait() returns once every op
 // enqueued before the last record() has finished, and the host memory that download_async wrote before
 // it holds its bytes; a pinned staging buffer given to upload_pinned before it may be written again.
@@ -418,6 +433,9 @@ class Backend {
     // Token-id moves (MoveIdsArgs). Default: through download and upload, one id at a time (fine where
     // backend memory is host memory; a GPU runs one kernel).
     virtual void move_ids(const MoveIdsArgs& a);
+    // Table writes (ScatterIdsArgs). Default: through download and upload (fine where backend memory is
+    // host memory; a GPU runs two small kernels).
+    virtual void scatter_ids(const ScatterIdsArgs& a);
     virtual void swap_blocks(const SwapBlocksArgs& a);
 
     // Benchmarks only (volt_op_test --bench): the read bandwidth in GB/s of a streaming 128-bit-load

@@ -33,9 +33,10 @@ __global__ void __launch_bounds__(kWarps * 32)
     attention_kernel(const float* __restrict__ q, const void* __restrict__ kc, const void* __restrict__ vc,
                      const float* __restrict__ k_scales, const float* __restrict__ v_scales,
                      const int32_t* __restrict__ seq_lens, const int32_t* __restrict__ qsl,
-                     const int32_t* __restrict__ tables, DeviceVector sinks, float* __restrict__ out,
-                     int64_t num_seqs, int64_t nh, int64_t nkv, int64_t d, int64_t max_blocks,
-                     int64_t block_size, int64_t num_slots, int64_t window, float scale, int* error) {
+                     const int32_t* __restrict__ tables, const int32_t* __restrict__ table_rows,
+                     DeviceVector sinks, float* __restrict__ out, int64_t num_seqs, int64_t nh, int64_t nkv,
+                     int64_t d, int64_t max_blocks, int64_t block_size, int64_t num_slots, int64_t window,
+                     float scale, int* error) {
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int64_t t = blockIdx.x;
     const int64_t h = static_cast<int64_t>(blockIdx.y) * kWarps + warp;
@@ -65,7 +66,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     }
     float m = load_vec(sinks, h);
     float l = 1.0f;  // exp(sink - m) with m = sink
-    const int32_t* table = tables + s * max_blocks;
+    const int32_t* table = tables + (table_rows != nullptr ? table_rows[s] : s) * max_blocks;
     for (int64_t j = first; j <= n; ++j) {
         const int64_t bi = j / block_size;
         const int32_t block = bi < max_blocks ? table[bi] : -1;
@@ -115,8 +116,8 @@ void launch_cache(const ops::AttentionArgs& a, const Launch& ctx) {
 #define VOLT_ATTENTION_LAUNCH(O)                                                                          \
     attention_kernel<K, O><<<grid, kWarps * 32, 0, ctx.stream>>>(                                         \
         a.q, a.kv.k, a.kv.v, a.kv.k_scales, a.kv.v_scales, a.seq_lens, a.query_start_loc, a.block_tables, \
-        device_vector(a.sinks), a.out, a.num_seqs, a.num_heads, a.num_kv_heads, a.head_dim, a.max_blocks, \
-        a.kv.block_size, slots, a.window, a.scale, ctx.error)
+        a.table_rows, device_vector(a.sinks), a.out, a.num_seqs, a.num_heads, a.num_kv_heads, a.head_dim, \
+        a.max_blocks, a.kv.block_size, slots, a.window, a.scale, ctx.error)
     switch (ctx.operand) {
         case Operand::kF32:
             VOLT_ATTENTION_LAUNCH(Operand::kF32);

@@ -84,9 +84,10 @@ __global__ void __launch_bounds__(kThreads)
     split_kernel(const float* __restrict__ q, const void* __restrict__ kc, const void* __restrict__ vc,
                  const float* __restrict__ k_scales, const float* __restrict__ v_scales,
                  const int32_t* __restrict__ seq_lens, const int32_t* __restrict__ qsl,
-                 const int32_t* __restrict__ tables, float* __restrict__ part, int64_t row0, int64_t num_seqs,
-                 int64_t nh, int64_t nkv, int64_t d, int64_t max_blocks, int64_t block_size,
-                 int64_t num_slots, int64_t window, float scale, int64_t max_splits, int* error) {
+                 const int32_t* __restrict__ tables, const int32_t* __restrict__ table_rows,
+                 float* __restrict__ part, int64_t row0, int64_t num_seqs, int64_t nh, int64_t nkv, int64_t d,
+                 int64_t max_blocks, int64_t block_size, int64_t num_slots, int64_t window, float scale,
+                 int64_t max_splits, int* error) {
     __shared__ float qs[kMaxG * kMaxD];
     // Probabilities [G][kChunk]; after P.V the warps' partial sums [warps][G * d].
     __shared__ float
@@ -100,7 +101,7 @@ __global__ void __launch_bounds__(kThreads)
     const int64_t cnt = min64(kChunk, r.n + 1 - j0);
     const float* qrow = q + (t * nh + g * G) * d;  // the G heads of this KV head are contiguous
     for (int64_t i = tid; i < G * d; i += kThreads) qs[i] = operand<O>(qrow[i]);
-    const int32_t* table = tables + r.s * max_blocks;
+    const int32_t* table = tables + (table_rows != nullptr ? table_rows[r.s] : r.s) * max_blocks;
     for (int64_t k = tid; k < kChunk; k += kThreads) {
         int64_t slot = -1;
         if (k < cnt) {
@@ -296,8 +297,8 @@ void launch_attention_split(const ops::AttentionArgs& a, float* part, const Laun
 #define VOLT_SPLIT_G(F16, O, G)                                                                           \
     split_kernel<F16, O, G><<<grid, kThreads, 0, ctx.stream>>>(                                           \
         a.q, a.kv.k, a.kv.v, a.kv.k_scales, a.kv.v_scales, a.seq_lens, a.query_start_loc, a.block_tables, \
-        part, row0, a.num_seqs, a.num_heads, a.num_kv_heads, a.head_dim, a.max_blocks, a.kv.block_size,   \
-        slots, a.window, a.scale, splits, ctx.error)
+        a.table_rows, part, row0, a.num_seqs, a.num_heads, a.num_kv_heads, a.head_dim, a.max_blocks,      \
+        a.kv.block_size, slots, a.window, a.scale, splits, ctx.error)
 #define VOLT_SPLIT(F16, O)           \
     switch (G) {                     \
         case 1:                      \

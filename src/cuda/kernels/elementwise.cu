@@ -51,7 +51,35 @@ __global__ void move_ids_kernel(const ops::IdMove* __restrict__ moves, int64_t n
     }
 }
 
+// ScatterIdsArgs' fills: block i sets pair i's range to -1.
+__global__ void fill_ids_kernel(const int32_t* __restrict__ pairs, int32_t* __restrict__ table) {
+    const int64_t start = pairs[2 * static_cast<int64_t>(blockIdx.x)];
+    const int32_t count = pairs[2 * static_cast<int64_t>(blockIdx.x) + 1];
+    for (int32_t j = threadIdx.x; j < count; j += kThreads) table[start + j] = -1;
+}
+
+// ScatterIdsArgs' writes: one thread per (index, value) pair.
+__global__ void write_ids_kernel(const int32_t* __restrict__ pairs, int64_t n, int32_t* __restrict__ table) {
+    for (int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x; i < n;
+         i += static_cast<int64_t>(gridDim.x) * kThreads)
+        table[pairs[2 * i]] = pairs[2 * i + 1];
+}
+
 }  // namespace
+
+void launch_scatter_ids(const ops::ScatterIdsArgs& a, const Launch& ctx) {
+    if (a.num_fills > 0) {
+        VOLT_CHECK(a.num_fills <= 65535) << a.num_fills << " table fills in one step";
+        fill_ids_kernel<<<static_cast<unsigned>(a.num_fills), kThreads, 0, ctx.stream>>>(a.pairs, a.table);
+        VOLT_CUDA_CHECK_LAUNCH();
+    }
+    if (a.num_writes > 0) {
+        const unsigned grid =
+            static_cast<unsigned>(std::min<int64_t>(grid_for(a.num_writes, kThreads), 65535));
+        write_ids_kernel<<<grid, kThreads, 0, ctx.stream>>>(a.pairs + 2 * a.num_fills, a.num_writes, a.table);
+        VOLT_CUDA_CHECK_LAUNCH();
+    }
+}
 
 void launch_move_ids(const ops::MoveIdsArgs& a, const Launch& ctx) {
     if (a.num_moves <= 0) return;

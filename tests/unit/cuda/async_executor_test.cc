@@ -56,9 +56,10 @@ struct RunInfo {
 
 // The jobs through an EngineCore over the CUDA executor with `in_flight` steps in flight; on_host: the
 // synchronous executor (SyncExecutor: each step computed in submit, the executor before the asynchronous
-// path). Empty: no GPU.
+// path). full_tables: every block table sent with each step (set_full_table_upload) instead of the tables
+// kept on the device by seq_slot. Empty: no GPU.
 std::vector<Out> run(const std::vector<Job>& jobs, int in_flight, bool eager, int64_t blocks, RunInfo* info,
-                     bool on_host = false) {
+                     bool on_host = false, bool full_tables = false) {
     auto backend = CudaBackend::create({.dtype = "half"});
     if (!backend.is_ok()) return {};
     auto ex_or = executor::BackendExecutor::create(tiny(), std::move(*backend), ops::Format::kF16, in_flight);
@@ -66,6 +67,7 @@ std::vector<Out> run(const std::vector<Job>& jobs, int in_flight, bool eager, in
     executor::BackendExecutor& ex = **ex_or;
     ex.set_enforce_eager(eager);
     ex.set_resolve_on_host(on_host);
+    ex.set_full_table_upload(full_tables);
     engine::EngineConfig cfg;
     cfg.block_size = 16;
     cfg.max_num_seqs = 16;
@@ -197,6 +199,29 @@ TEST_P(AsyncCudaExecutor, SwapPreemptionWithTwoStepsInFlightEqualsTheRoomyRun) {
     EXPECT_GT(tight_info.swapped, 0);
     EXPECT_GT(tight_info.deferred, 0);
     expect_same(tight, roomy, eager ? "eager, swapped" : "graphs, swapped");
+}
+
+// Block tables kept on the device by seq_slot and changed by each step's (slot, index, block) writes give
+// the full upload's outputs bitwise: two steps in flight, a pool that swaps (slots cleared and refilled,
+// sequences finishing and their slots reused by later arrivals).
+TEST_P(AsyncCudaExecutor, KeptBlockTablesEqualTheFullUpload) {
+    const bool eager = GetParam();
+    const std::vector<Job> js = jobs(tiny()->config.vocab_size);
+    for (const int64_t blocks : {512, 24}) {
+        RunInfo full_info, kept_info;
+        const auto full = run(js, 2, eager, blocks, &full_info, false, /*full_tables=*/true);
+        if (full.empty()) GTEST_SKIP() << "no CUDA device";
+        const auto kept = run(js, 2, eager, blocks, &kept_info);
+        if (blocks == 24) {
+            EXPECT_GT(kept_info.swapped, 0);
+        }
+        if (!eager) {
+            EXPECT_GT(kept_info.graph_replays, 0);
+        }
+        expect_same(kept, full,
+                    std::string(eager ? "eager" : "graphs") + ", kept tables vs full, " +
+                        std::to_string(blocks) + " blocks");
+    }
 }
 
 // Stop ids: each request stops at the first occurrence of its 4th free-running token, one step late in

@@ -5,7 +5,11 @@
 //   batches of 3 and 17 (padded buckets 4 and 24);
 // - a padded graph step writes the KV slots of its own tokens and no other byte of the pools (batches of
 //   3, 5 and 17 on buckets 4, 8 and 24 after 20 prompts filled the cache);
-// - every workspace and scratch byte filled with 0xff (NaN) before each step changes no output.
+// - every workspace and scratch byte filled with 0xff (NaN) before each step changes no output;
+// - a seq_slot given to a new sequence (its block table row cleared and refilled on the device by the
+//   step's table writes) decoding in a padded bucket writes only its tokens' KV slots (the old sequence's
+//   blocks and every other byte unchanged) and its logprobs are bitwise those of the same sequence alone,
+//   eagerly, in a fresh executor.
 // The expected values are the eager path's, itself checked against transformers (golden tests).
 #include <gtest/gtest.h>
 
@@ -35,7 +39,9 @@ struct Run {
     std::unique_ptr<executor::BackendExecutor> ex;
     engine::ExecutorInfo info;
     std::vector<std::vector<int32_t>> prompts;
-    std::vector<int64_t> len;  // tokens of each sequence in the cache
+    std::vector<int64_t> len;   // tokens of each sequence in the cache
+    std::vector<int32_t> base;  // first block of each slot's sequence (its blocks are consecutive)
+    std::vector<bool> reused;   // the slot's row is cleared by its next prefill (a new sequence)
 };
 
 // An executor on the GPU with room for kMaxSeqs sequences of kBlocksPerSeq blocks each (sequence s owns
@@ -68,7 +74,21 @@ std::unique_ptr<Run> make_run(bool eager, const std::string& dtype = "half") {
         for (auto& id : p) id = static_cast<int32_t>(rng() % run->info.vocab_size);
     }
     run->len.assign(kMaxSeqs, 0);
+    run->base.resize(kMaxSeqs);
+    for (int32_t s = 0; s < kMaxSeqs; ++s) run->base[s] = s * kBlocksPerSeq;
+    run->reused.assign(kMaxSeqs, false);
     return run;
+}
+
+// Slot s's sequence ends and a new one takes the slot: the blocks of sequence `blocks_of` (unused), a new
+// prompt; the next step prefills it.
+void reuse_slot(Run& r, int32_t s, int32_t blocks_of, uint32_t seed) {
+    std::mt19937 rng(seed);
+    r.prompts[s].resize(5 + rng() % 40);
+    for (auto& id : r.prompts[s]) id = static_cast<int32_t>(rng() % r.info.vocab_size);
+    r.len[s] = 0;
+    r.base[s] = blocks_of * kBlocksPerSeq;
+    r.reused[s] = true;
 }
 
 const engine::SamplingParams& greedy() {
@@ -95,15 +115,18 @@ std::vector<engine::TokenLogprob> step(Run& r, const std::vector<int32_t>& seqs,
             decode ? std::vector<int32_t>{static_cast<int32_t>((3 + s + r.len[s]) % r.info.vocab_size)}
                    : r.prompts[s];
         if (r.len[s] == 0)
-            for (int g = 0; g < engine::kNumKvGroups; ++g)
+            for (int g = 0; g < engine::kNumKvGroups; ++g) {
+                if (r.reused[s]) b.table_updates.push_back({s, g, -1, -1});
                 for (int32_t k = 0; k < kBlocksPerSeq; ++k)
-                    b.table_updates.push_back({s, g, k, static_cast<int32_t>(s * kBlocksPerSeq + k)});
+                    b.table_updates.push_back({s, g, k, r.base[s] + k});
+            }
+        r.reused[s] = false;
         for (size_t j = 0; j < ids.size(); ++j) {
             const int64_t p = r.len[s] + static_cast<int64_t>(j);
             b.token_ids.push_back(ids[j]);
             b.positions.push_back(static_cast<int32_t>(p));
             for (int g = 0; g < engine::kNumKvGroups; ++g)
-                if (r.info.has_group[g]) b.slot_mapping[g].push_back(s * kBlocksPerSeq * kBlockSize + p);
+                if (r.info.has_group[g]) b.slot_mapping[g].push_back(int64_t{r.base[s]} * kBlockSize + p);
         }
         r.len[s] += static_cast<int64_t>(ids.size());
         b.query_start_loc.push_back(static_cast<int32_t>(b.token_ids.size()));
@@ -221,6 +244,55 @@ TEST(CudaGraphs, PaddedRowsWriteNoOtherKv) {
         EXPECT_EQ(changed_elsewhere, 0) << "batch of " << n << ": bytes outside its tokens' slots changed, "
                                         << "first at byte " << first;
         EXPECT_EQ(r->ex->graph_replays(), n == 3 ? 1 : n == 5 ? 2 : 3);
+    }
+}
+
+// Slot 2's sequence ends after two decode steps of 6 (bucket 8: 2 padded rows) and a new sequence takes
+// slot 2 with other blocks (sequence 30's); it decodes with the others in bucket 8. Each of those steps
+// writes only its 6 tokens' KV slots (the old sequence's blocks keep their bytes), and the new sequence's
+// logprobs equal its eager run alone in a fresh executor (the same slot and blocks), bitwise.
+TEST(CudaGraphs, ReusedSlotInAPaddedBucketWritesNoOtherKv) {
+    auto r = make_run(false);
+    VOLT_RUN_OR_SKIP(r);
+    step(*r, first_n(6), false);
+    for (int k = 0; k < 2; ++k) step(*r, first_n(6), true);
+    reuse_slot(*r, 2, 30, 99);
+    step(*r, {2}, false);  // the new sequence's prefill (its table row cleared and refilled first)
+    std::vector<engine::TokenLogprob> got;
+    const model::KvStore& kv = r->ex->kv_cache();
+    const int64_t slot_bytes = kv.block_bytes() / kBlockSize;
+    const int64_t pool = kv.layers()[0].num_blocks * kv.block_bytes();
+    for (int k = 0; k < 3; ++k) {
+        const std::vector<uint8_t> before = kv_bytes(*r);
+        const std::vector<int64_t> len_before = r->len;
+        got.push_back(step(*r, first_n(6), true)[2]);
+        const std::vector<uint8_t> after = kv_bytes(*r);
+        ASSERT_EQ(before.size(), after.size());
+        std::vector<bool> written(before.size(), false);
+        for (int64_t p = 0; p < static_cast<int64_t>(before.size()) / pool; ++p)
+            for (int s = 0; s < 6; ++s) {
+                const int64_t slot = int64_t{r->base[s]} * kBlockSize + len_before[s];
+                for (int64_t i = 0; i < slot_bytes; ++i) written[p * pool + slot * slot_bytes + i] = true;
+            }
+        int64_t changed_elsewhere = 0, first = -1;
+        for (size_t i = 0; i < before.size(); ++i)
+            if (!written[i] && before[i] != after[i]) {
+                if (first < 0) first = static_cast<int64_t>(i);
+                ++changed_elsewhere;
+            }
+        EXPECT_EQ(changed_elsewhere, 0) << "decode step " << k << " after the slot's reuse: bytes outside "
+                                        << "its tokens' slots changed, first at byte " << first;
+    }
+    EXPECT_EQ(r->ex->graph_replays(), 5);
+    // The same sequence alone, eagerly, in slot 2 with sequence 30's blocks.
+    auto alone = make_run(true);
+    reuse_slot(*alone, 2, 30, 99);
+    step(*alone, {2}, false);
+    for (int k = 0; k < 3; ++k) {
+        const engine::TokenLogprob want = step(*alone, {2}, true)[0];
+        EXPECT_TRUE(same(got[k], want))
+            << "decode step " << k << ": token " << got[k].token << " logprob " << got[k].logprob
+            << " vs alone " << want.token << " " << want.logprob;
     }
 }
 

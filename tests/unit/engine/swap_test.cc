@@ -9,6 +9,7 @@
 // (engine_test.cc pins each request alone to the batched run).
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <random>
@@ -20,6 +21,7 @@
 #include "engine/engine_core.h"
 #include "executor/cpu_executor.h"
 #include "executor/scripted_executor.h"
+#include "model/forward.h"
 #include "model/random_model.h"
 
 namespace volt::engine {
@@ -52,10 +54,9 @@ struct SwapLog {
     std::mutex mu;        // the ranks' threads report concurrently
 };
 
-// parallel: tensor x pipeline ranks on CPU threads (every rank swaps its own shard).
-std::vector<Out> run(const std::vector<Job>& jobs, EngineConfig cfg, EngineStats* stats, SwapLog* log,
-                     int in_flight = 1, model::ParallelConfig parallel = {},
-                     ops::Format kv_format = ops::Format::kF32, bool resolve_on_host = false) {
+std::unique_ptr<executor::BackendExecutor> make_executor(int in_flight, model::ParallelConfig parallel,
+                                                         ops::Format kv_format, bool resolve_on_host,
+                                                         bool full_tables = false) {
     std::unique_ptr<executor::BackendExecutor> owned;
     if (parallel.world_size() > 1) {
         auto made = executor::BackendExecutor::create_parallel(
@@ -63,13 +64,92 @@ std::vector<Out> run(const std::vector<Job>& jobs, EngineConfig cfg, EngineStats
             [](int) { return Result<std::unique_ptr<ops::Backend>>(std::make_unique<cpu::CpuBackend>()); },
             kv_format, {.timeout_s = 60});
         EXPECT_TRUE(made.is_ok()) << made.status().to_string();
-        if (!made.is_ok()) return {};
+        if (!made.is_ok()) return nullptr;
         owned = std::move(*made);
     } else {
         auto cpu = std::make_unique<CpuExecutor>(swap_model(), kv_format);
         cpu->set_max_in_flight(in_flight);
         cpu->set_resolve_on_host(resolve_on_host);
         owned = std::move(cpu);
+    }
+    owned->set_full_table_upload(full_tables);
+    return owned;
+}
+
+// What a TeeExecutor saw: steps compared, and per step submitted the input bytes each side sent.
+struct TeeLog {
+    int64_t steps = 0, mismatched_steps = 0, decode_steps = 0;
+    struct StepBytes {
+        int64_t seqs, tokens, longest_context, kept, full;
+    };
+    std::vector<StepBytes> bytes;
+};
+
+// Runs every step on two executors, `kept` (block tables kept by seq_slot, the default) and `full` (every
+// table sent with each step), and checks step by step that their results (sampled ids, logprobs and top
+// lists) are bitwise equal; the engine sees `kept`.
+class TeeExecutor : public Executor {
+  public:
+    TeeExecutor(executor::BackendExecutor* kept, executor::BackendExecutor* full, TeeLog* log)
+        : kept_(kept), full_(full), log_(log) {}
+    ExecutorInfo info() const override { return kept_->info(); }
+    int64_t bytes_per_block(int64_t bs, int g) const override { return kept_->bytes_per_block(bs, g); }
+    ExecutorMemory memory() const override { return kept_->memory(); }
+    int max_in_flight() const override { return kept_->max_in_flight(); }
+    Status init_cache(const CacheConfig& c) override {
+        VOLT_RETURN_IF_ERROR(kept_->init_cache(c));
+        return full_->init_cache(c);
+    }
+    Result<StepHandle> submit(const StepBatch& b) override {
+        VOLT_ASSIGN_OR_RETURN(StepHandle h, kept_->submit(b));
+        VOLT_ASSIGN_OR_RETURN(StepHandle g, full_->submit(b));
+        EXPECT_EQ(h.id, g.id);
+        int64_t longest = 0;
+        for (int32_t n : b.context_lens) longest = std::max<int64_t>(longest, n);
+        log_->bytes.push_back(
+            {b.num_seqs, b.num_tokens, longest, kept_->last_input_bytes(), full_->last_input_bytes()});
+        return h;
+    }
+    Status collect(StepHandle h, StepResult* result) override {
+        VOLT_RETURN_IF_ERROR(kept_->collect(h, result));
+        StepResult other;
+        VOLT_RETURN_IF_ERROR(full_->collect(h, &other));
+        ++log_->steps;
+        bool same = result->tokens == other.tokens && result->logprobs.size() == other.logprobs.size();
+        for (size_t r = 0; same && r < other.logprobs.size(); ++r) {
+            const TokenLogprob &a = result->logprobs[r], &b = other.logprobs[r];
+            // Bitwise (memcmp: equal NaNs compare equal).
+            same = a.token == b.token && std::memcmp(&a.logprob, &b.logprob, sizeof a.logprob) == 0 &&
+                   a.top.size() == b.top.size();
+            for (size_t k = 0; same && k < a.top.size(); ++k)
+                same = a.top[k].first == b.top[k].first &&
+                       std::memcmp(&a.top[k].second, &b.top[k].second, sizeof(float)) == 0;
+        }
+        EXPECT_TRUE(same) << "step " << h.id << ": kept block tables differ from the full upload";
+        if (!same) ++log_->mismatched_steps;
+        return Status::ok();
+    }
+
+  private:
+    executor::BackendExecutor *kept_, *full_;
+    TeeLog* log_;
+};
+
+// parallel: tensor x pipeline ranks on CPU threads (every rank swaps its own shard). tee: every step also
+// runs on an executor with full_table_upload and the two are compared step by step (TeeExecutor).
+std::vector<Out> run(const std::vector<Job>& jobs, EngineConfig cfg, EngineStats* stats, SwapLog* log,
+                     int in_flight = 1, model::ParallelConfig parallel = {},
+                     ops::Format kv_format = ops::Format::kF32, bool resolve_on_host = false,
+                     TeeLog* tee = nullptr) {
+    std::unique_ptr<executor::BackendExecutor> owned =
+        make_executor(in_flight, parallel, kv_format, resolve_on_host);
+    if (!owned) return {};
+    std::unique_ptr<executor::BackendExecutor> full;
+    std::unique_ptr<TeeExecutor> tee_ex;
+    if (tee != nullptr) {
+        full = make_executor(in_flight, parallel, kv_format, resolve_on_host, /*full_tables=*/true);
+        if (!full) return {};
+        tee_ex = std::make_unique<TeeExecutor>(owned.get(), full.get(), tee);
     }
     executor::BackendExecutor& ex = *owned;
     if (log) {
@@ -92,7 +172,7 @@ std::vector<Out> run(const std::vector<Job>& jobs, EngineConfig cfg, EngineStats
             }
         });
     }
-    auto core_or = EngineCore::create(cfg, &ex);
+    auto core_or = EngineCore::create(cfg, tee_ex ? static_cast<Executor*>(tee_ex.get()) : &ex);
     EXPECT_TRUE(core_or.is_ok()) << core_or.status().to_string();
     if (!core_or.is_ok()) return {};
     EngineCore& core = **core_or;
@@ -356,6 +436,91 @@ TEST(SwapTest, PlanResolvesTheModeAndRefusesSwapWithoutSwapSpace) {
     ASSERT_FALSE(s.is_ok());
     EXPECT_NE(s.status().message().find("cannot swap"), std::string::npos);
     EXPECT_TRUE(plan_kv_cache(engine(16, PreemptionMode::kAuto), scripted).is_ok());
+}
+
+// Block tables kept in backend memory by seq_slot and changed incrementally (model::DeviceBlockTables)
+// against the full upload of every table with each step, step by step (TeeExecutor: sampled ids,
+// logprobs and top-5 lists bitwise): sequences joining over time and finishing (slots reused), n = 3
+// choices sharing blocks, swap and recompute preemption every few steps with resumption, the engine's
+// look-ahead (asynchronous path, 2 in flight) and the synchronous one, and 2 x 2 tensor x pipeline ranks
+// on threads.
+TEST(SwapTest, KeptBlockTablesEqualTheFullUploadStepByStep) {
+    auto js = jobs(3);
+    for (Job& j : js) j.params.logprobs = 5;
+    struct Case {
+        PreemptionMode mode;
+        int in_flight;
+        bool on_host;
+        model::ParallelConfig par;
+    };
+    const Case cases[] = {{PreemptionMode::kSwap, 1, false, {}},
+                          {PreemptionMode::kRecompute, 1, false, {}},
+                          {PreemptionMode::kSwap, 2, false, {}},
+                          {PreemptionMode::kRecompute, 2, true, {}},
+                          {PreemptionMode::kSwap, 1, false, {2, 2}}};
+    for (const Case& c : cases) {
+        TeeLog tee;
+        EngineStats st;
+        const auto got =
+            run(js, engine(14, c.mode), &st, nullptr, c.in_flight, c.par, ops::Format::kF32, c.on_host, &tee);
+        ASSERT_EQ(got.size(), js.size());
+        EXPECT_GT(st.num_preemptions, 0);
+        if (c.mode == PreemptionMode::kSwap) {
+            EXPECT_GT(st.num_swapped_preemptions, 0);
+        }
+        EXPECT_GT(tee.steps, 50);
+        EXPECT_EQ(tee.mismatched_steps, 0);
+    }
+}
+
+// The bytes a decode step sends no longer grow with context: one long sequence decoding 200 tokens
+// (51 blocks of 4), and 8 such sequences together. With the full upload a step's bytes grow by 4 per
+// block per group per sequence; with kept tables they are the fixed inputs plus a (slot, index, block)
+// write per new block.
+TEST(SwapTest, DecodeStepBytesDoNotGrowWithContext) {
+    for (const int seqs : {1, 8}) {
+        std::vector<Job> js;
+        for (int i = 0; i < seqs; ++i) {
+            Job j;
+            j.prompt = random_prompt(8, 900 + i);
+            j.params.max_tokens = 200;
+            j.params.temperature = 0.0f;
+            j.params.ignore_eos = true;
+            js.push_back(j);
+        }
+        EngineConfig cfg = engine(2048, PreemptionMode::kRecompute);
+        cfg.max_model_len = 256;
+        TeeLog tee;
+        EngineStats st;
+        const auto got = run(js, cfg, &st, nullptr, 1, {}, ops::Format::kF32, false, &tee);
+        ASSERT_EQ(got.size(), js.size());
+        EXPECT_EQ(tee.mismatched_steps, 0);
+        // Decode steps of all `seqs` sequences (one token each).
+        const int64_t bound = model::StepUpload::decode_bytes_kept_tables(seqs, 2 * seqs);
+        int64_t kept_max = 0, full_first = -1, full_last = 0, kept_first = -1, kept_last = 0, longest = 0;
+        int64_t decode = 0;
+        for (const TeeLog::StepBytes& b : tee.bytes) {
+            if (b.tokens != b.seqs || b.seqs != seqs) continue;
+            ++decode;
+            EXPECT_LE(b.kept, bound) << "context " << b.longest_context;
+            kept_max = std::max(kept_max, b.kept);
+            if (full_first < 0) {
+                full_first = b.full;
+                kept_first = b.kept;
+            }
+            full_last = b.full;
+            kept_last = b.kept;
+            longest = b.longest_context;
+        }
+        EXPECT_GT(decode, 150);
+        EXPECT_GT(full_last, full_first + seqs * 2 * 4 * 40) << "the full upload grows with context";
+        std::printf(
+            "%d sequences, decode step input bytes at context %lld: full upload %lld (first %lld), "
+            "kept tables %lld (first %lld, at most %lld)\n",
+            seqs, static_cast<long long>(longest), static_cast<long long>(full_last),
+            static_cast<long long>(full_first), static_cast<long long>(kept_last),
+            static_cast<long long>(kept_first), static_cast<long long>(kept_max));
+    }
 }
 
 TEST(SwapTest, BlockManagerSwapsSharedBlocksOutAndBackIn) {

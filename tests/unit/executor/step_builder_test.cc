@@ -5,6 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <random>
+
 namespace volt::executor {
 namespace {
 
@@ -132,6 +135,101 @@ TEST(StepBuilder, SampleRowsListHistoriesOnlyForPenalties) {
         }
     }
     EXPECT_EQ(rows[1].prompt_ids, prompts[1].data());
+}
+
+// Kept block tables (init with a width): a host copy of the "device" tables, changed only by each
+// HostStep's table pairs (fills, then writes, as ops::Backend::scatter_ids), equals every slot's full table
+// (padded with -1) after every step of random updates -- appends, sliding-window frees, copy-on-write
+// replacements, clears (a slot's next sequence, a swap-out, a recompute) with and without new blocks in
+// the same step, indices past the width (the tables widen: the step carries every held entry) -- and
+// each sequence's table_rows entry is its seq_slot.
+TEST(StepBuilder, KeptTablesFollowEveryUpdateWithTheChangesAlone) {
+    constexpr int kSlots = 6;
+    StepBuilder sb;
+    sb.init(kSlots, 4);
+    std::vector<int32_t> device;  // the tables as scatter_ids leaves them
+    int64_t width = 0, rows = 0;
+    std::mt19937 rng(3);
+    int64_t pairs_total = 0, full_total = 0, widened = 0;
+    for (int step = 0; step < 400; ++step) {
+        StepBatch b;
+        for (int n = static_cast<int>(rng() % 4); n > 0; --n) {
+            const auto slot = static_cast<int32_t>(rng() % kSlots);
+            const int g = static_cast<int>(rng() % 2);
+            const uint32_t what = rng() % 10;
+            if (what == 0) {
+                b.table_updates.push_back({slot, g, -1, -1});  // cleared
+                if (rng() % 2 == 0)
+                    b.table_updates.push_back({slot, g, 0, static_cast<int32_t>(rng() % 500)});
+            } else if (what == 1) {
+                b.table_updates.push_back({slot, g, static_cast<int32_t>(rng() % 8), -1});  // freed
+            } else if (what == 2 && step > 300) {
+                b.table_updates.push_back({slot, g, static_cast<int32_t>(20 + rng() % 30),
+                                           static_cast<int32_t>(rng() % 500)});  // far: widens
+            } else {
+                const auto j = static_cast<int32_t>(sb.table(g, slot).size());
+                b.table_updates.push_back({slot, g, j, static_cast<int32_t>(rng() % 500)});  // appended
+            }
+        }
+        // One sequence per slot, one row each.
+        b.num_seqs = kSlots;
+        b.num_tokens = kSlots;
+        b.query_start_loc = {0};
+        for (int32_t slot = 0; slot < kSlots; ++slot) {
+            b.token_ids.push_back(1);
+            b.positions.push_back(0);
+            b.query_start_loc.push_back(slot + 1);
+            b.context_lens.push_back(1);
+            b.seq_slots.push_back((slot + step) % kSlots);
+        }
+        sb.apply_table_updates(b);
+        const model::HostStep& s = sb.build(b);
+        ASSERT_EQ(s.table_num_rows, kSlots + 1);
+        ASSERT_EQ(s.table_rows.size(), static_cast<size_t>(kSlots));
+        for (int32_t i = 0; i < kSlots; ++i) EXPECT_EQ(s.table_rows[i], (i + step) % kSlots);
+        EXPECT_TRUE(s.block_tables[0].empty() && s.block_tables[1].empty());
+        if (s.table_width != width || s.table_num_rows != rows) {
+            width = s.table_width;
+            rows = s.table_num_rows;
+            device.assign(static_cast<size_t>(2 * rows * width), -1);
+            ++widened;
+        }
+        const auto n = static_cast<int64_t>(s.table_pairs.size()) / 2;
+        pairs_total += n;
+        for (int g = 0; g < 2; ++g)
+            for (int32_t slot = 0; slot < kSlots; ++slot)
+                full_total += static_cast<int64_t>(sb.table(g, slot).size());
+        for (int64_t i = 0; i < n; ++i) {
+            const int32_t a = s.table_pairs[2 * i], v = s.table_pairs[2 * i + 1];
+            if (i < s.num_table_fills) {
+                std::fill(device.begin() + a, device.begin() + a + v, -1);
+            } else {
+                device[a] = v;
+            }
+        }
+        for (int g = 0; g < 2; ++g)
+            for (int32_t slot = 0; slot <= kSlots; ++slot)
+                for (int64_t j = 0; j < width; ++j) {
+                    const auto& t = sb.table(g, std::min(slot, kSlots - 1));
+                    const int32_t want = slot < kSlots && j < static_cast<int64_t>(t.size()) ? t[j] : -1;
+                    ASSERT_EQ(device[(g * rows + slot) * width + j], want)
+                        << "step " << step << " group " << g << " slot " << slot << " entry " << j;
+                }
+    }
+    EXPECT_GE(widened, 2);  // the first step, then past the width
+    EXPECT_LT(pairs_total * 4, full_total) << "only the changes travel";
+}
+
+// Without a width the tables go in full and no pairs are made.
+TEST(StepBuilder, FullTablesCarryNoPairs) {
+    std::vector<std::vector<int32_t>> prompts;
+    StepBuilder sb;
+    sb.init(4);
+    const StepBatch b = batch_of({{{1, 2}, 3, {5}, {7}}}, &prompts);
+    sb.apply_table_updates(b);
+    const model::HostStep& s = sb.build(b);
+    EXPECT_TRUE(s.table_rows.empty() && s.table_pairs.empty());
+    EXPECT_EQ(s.block_tables[0], (std::vector<int32_t>{7}));
 }
 
 }  // namespace
