@@ -108,6 +108,52 @@ std::vector<float> rounded_f16(std::vector<float> v) {
     return v;
 }
 
+// Host MXFP4 experts for the op tests, owning their bytes: gate_up [E, 2I, H] and down [E, H, I], codes
+// random bytes from `seed`'s stream, E8M0 scales scale_lo + (draw % scale_span), drawn gate_up's codes,
+// its scales, down's codes, its scales in that order; bf16 biases N(0, 0.5) from the seeds bias_seed and
+// bias_seed + 1.
+struct HostMxExperts {
+    int64_t E, H, I;
+    std::vector<uint8_t> b1, s1, b2, s2;
+    std::vector<uint16_t> bias1, bias2;
+    ops::ExpertWeights gate_up() const {
+        return {ops::Format::kMxfp4,
+                b1.data(),
+                s1.data(),
+                nullptr,
+                {ops::Format::kBf16, bias1.data(), E * 2 * I},
+                E,
+                2 * I,
+                H};
+    }
+    ops::ExpertWeights down() const {
+        return {ops::Format::kMxfp4,
+                b2.data(),
+                s2.data(),
+                nullptr,
+                {ops::Format::kBf16, bias2.data(), E * H},
+                E,
+                H,
+                I};
+    }
+};
+HostMxExperts host_mx_experts(int64_t E, int64_t H, int64_t I, uint64_t seed, int scale_lo, int scale_span,
+                              uint64_t bias_seed) {
+    HostMxExperts m{E, H, I, {}, {}, {}, {}, {}, {}};
+    std::mt19937_64 rng(seed);
+    auto fill = [&](int64_t out, int64_t in, std::vector<uint8_t>* bl, std::vector<uint8_t>* sc) {
+        bl->resize(E * out * in / 2);
+        sc->resize(E * out * in / 32);
+        for (auto& v : *bl) v = static_cast<uint8_t>(rng());
+        for (auto& v : *sc) v = static_cast<uint8_t>(scale_lo + static_cast<int>(rng() % scale_span));
+    };
+    fill(2 * I, H, &m.b1, &m.s1);
+    fill(H, I, &m.b2, &m.s2);
+    m.bias1 = to_bf16(randn(E * 2 * I, bias_seed, 0.5f));
+    m.bias2 = to_bf16(randn(E * H, bias_seed + 1, 0.5f));
+    return m;
+}
+
 // |a - b| <= rel * scale + abs for every element; reports the worst.
 void expect_close(const std::vector<float>& got, const std::vector<float>& want, double rel, double abs,
                   const std::string& what) {
@@ -440,35 +486,8 @@ TEST(CudaOps, RouterAndExpertsMatchCpu) {
     for (int64_t H : {64, 2880}) {
         if (edge_only() && H > 64) continue;
         const int64_t I = H, E = 4, k = 2, T = H > 64 ? 2 : 5;
-        std::mt19937_64 rng(H);
-        auto make_mxfp4 = [&](int64_t out, int64_t in, std::vector<uint8_t>* blocks,
-                              std::vector<uint8_t>* scales) {
-            blocks->resize(E * out * in / 32 * 16);
-            scales->resize(E * out * in / 32);
-            for (auto& b : *blocks) b = static_cast<uint8_t>(rng());
-            for (auto& s : *scales) s = static_cast<uint8_t>(120 + rng() % 5);
-        };
-        std::vector<uint8_t> b1, s1, b2, s2;
-        make_mxfp4(2 * I, H, &b1, &s1);
-        make_mxfp4(H, I, &b2, &s2);
-        const std::vector<uint16_t> bias1 = to_bf16(randn(E * 2 * I, 1, 0.5f)),
-                                    bias2 = to_bf16(randn(E * H, 2, 0.5f));
-        ops::ExpertWeights gu{ops::Format::kMxfp4,
-                              b1.data(),
-                              s1.data(),
-                              nullptr,
-                              {ops::Format::kBf16, bias1.data(), E * 2 * I},
-                              E,
-                              2 * I,
-                              H};
-        ops::ExpertWeights dn{ops::Format::kMxfp4,
-                              b2.data(),
-                              s2.data(),
-                              nullptr,
-                              {ops::Format::kBf16, bias2.data(), E * H},
-                              E,
-                              H,
-                              I};
+        const HostMxExperts mx = host_mx_experts(E, H, I, H, 120, 5, 1);
+        const ops::ExpertWeights gu = mx.gate_up(), dn = mx.down();
         const std::vector<float> x = randn(T * H, 3, 2.0f), y0 = randn(T * H, 4);
         std::vector<int32_t> ids(T * k);
         std::vector<float> wts(T * k);
@@ -521,26 +540,8 @@ TEST(CudaOps, ExpertsKernelFollowsMaxNumSeqs) {
     auto probe = make_backend("half");
     VOLT_NEED_GPU(probe);
     const int64_t H = 64, I = 64, E = 4, k = 2;
-    std::vector<uint8_t> b1(E * 2 * I * H / 2, 0x11), s1(E * 2 * I * H / 32, 127), b2(E * H * I / 2, 0x11),
-        s2(E * H * I / 32, 127);
-    const std::vector<uint16_t> bias1 = to_bf16(randn(E * 2 * I, 1, 0.5f)),
-                                bias2 = to_bf16(randn(E * H, 2, 0.5f));
-    const ops::ExpertWeights gu{ops::Format::kMxfp4,
-                                b1.data(),
-                                s1.data(),
-                                nullptr,
-                                {ops::Format::kBf16, bias1.data(), E * 2 * I},
-                                E,
-                                2 * I,
-                                H};
-    const ops::ExpertWeights dn{ops::Format::kMxfp4,
-                                b2.data(),
-                                s2.data(),
-                                nullptr,
-                                {ops::Format::kBf16, bias2.data(), E * H},
-                                E,
-                                H,
-                                I};
+    const HostMxExperts mx = host_mx_experts(E, H, I, 5, 120, 5, 1);
+    const ops::ExpertWeights gu = mx.gate_up(), dn = mx.down();
     const bool fast_chosen = probe->dispatch().uses(OpKind::kExperts, "experts_gemv_mxfp4_f16x2") ||
                              probe->dispatch().uses(OpKind::kExperts, "experts_mma_m16n8k16");
     const bool mma_chosen = probe->dispatch().uses(OpKind::kExperts, "experts_mma_m16n8k16");
@@ -809,34 +810,8 @@ TEST(CudaOps, FastKernelsMatchBasicAndAreBatchInvariant) {
         // 17 pairs span three tiles of the decode MMA kernel) and to three of the others.
         {
             const int64_t T = 17, H = 2880, I = 2880, E = 8, k = 4;
-            std::mt19937_64 rng(77);
-            auto mx = [&](int64_t out, int64_t in, std::vector<uint8_t>* bl, std::vector<uint8_t>* sc) {
-                bl->resize(E * out * in / 2);
-                sc->resize(E * out * in / 32);
-                for (auto& v : *bl) v = static_cast<uint8_t>(rng());
-                for (auto& v : *sc) v = static_cast<uint8_t>(119 + rng() % 3);
-            };
-            std::vector<uint8_t> b1, s1, b2, s2;
-            mx(2 * I, H, &b1, &s1);
-            mx(H, I, &b2, &s2);
-            const std::vector<uint16_t> bias1 = to_bf16(randn(E * 2 * I, 21, 0.5f)),
-                                        bias2 = to_bf16(randn(E * H, 22, 0.5f));
-            const ops::ExpertWeights gu{ops::Format::kMxfp4,
-                                        b1.data(),
-                                        s1.data(),
-                                        nullptr,
-                                        {ops::Format::kBf16, bias1.data(), E * 2 * I},
-                                        E,
-                                        2 * I,
-                                        H};
-            const ops::ExpertWeights dn{ops::Format::kMxfp4,
-                                        b2.data(),
-                                        s2.data(),
-                                        nullptr,
-                                        {ops::Format::kBf16, bias2.data(), E * H},
-                                        E,
-                                        H,
-                                        I};
+            const HostMxExperts mx = host_mx_experts(E, H, I, 77, 119, 3, 21);
+            const ops::ExpertWeights gu = mx.gate_up(), dn = mx.down();
             const std::vector<float> x = randn(T * H, 23, 1.5f), y0 = randn(T * H, 24, 100.0f);
             std::vector<int32_t> ids(T * k);
             std::vector<float> wts(T * k);
@@ -929,34 +904,8 @@ TEST(CudaOps, PromptRowGemmsAreBatchInvariant) {
         // Experts: 120 tokens, all prompt rows (480 pairs over 8 experts: tiles of 64) vs one alone (32).
         {
             const int64_t T = 120, H = 2880, I = 2880, E = 8, k = 4;
-            std::mt19937_64 rng(91);
-            auto mx = [&](int64_t out, int64_t in, std::vector<uint8_t>* bl, std::vector<uint8_t>* sc) {
-                bl->resize(E * out * in / 2);
-                sc->resize(E * out * in / 32);
-                for (auto& v : *bl) v = static_cast<uint8_t>(rng());
-                for (auto& v : *sc) v = static_cast<uint8_t>(119 + rng() % 3);
-            };
-            std::vector<uint8_t> b1, s1, b2, s2;
-            mx(2 * I, H, &b1, &s1);
-            mx(H, I, &b2, &s2);
-            const std::vector<uint16_t> bias1 = to_bf16(randn(E * 2 * I, 41, 0.5f)),
-                                        bias2 = to_bf16(randn(E * H, 42, 0.5f));
-            const ops::ExpertWeights gu{ops::Format::kMxfp4,
-                                        b1.data(),
-                                        s1.data(),
-                                        nullptr,
-                                        {ops::Format::kBf16, bias1.data(), E * 2 * I},
-                                        E,
-                                        2 * I,
-                                        H};
-            const ops::ExpertWeights dn{ops::Format::kMxfp4,
-                                        b2.data(),
-                                        s2.data(),
-                                        nullptr,
-                                        {ops::Format::kBf16, bias2.data(), E * H},
-                                        E,
-                                        H,
-                                        I};
+            const HostMxExperts mx = host_mx_experts(E, H, I, 91, 119, 3, 41);
+            const ops::ExpertWeights gu = mx.gate_up(), dn = mx.down();
             std::vector<ops::Buffer> owned;
             auto dgu = be->place_experts(gu, &owned);
             auto ddn = be->place_experts(dn, &owned);

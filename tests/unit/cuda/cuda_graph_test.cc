@@ -17,6 +17,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/check.h"
@@ -34,6 +35,25 @@ std::string source_dir() {
 }
 
 constexpr int64_t kBlockSize = 16, kBlocksPerSeq = 6, kMaxSeqs = 32;  // 96 tokens a sequence
+
+// Bytes of the KV pools (`before` / `after`: every pool's bytes, `pool` bytes each) that changed outside the
+// given token slots (slot_bytes each, the same slots in every pool): (how many, the first one's offset or
+// -1).
+std::pair<int64_t, int64_t> changed_outside(const std::vector<uint8_t>& before,
+                                            const std::vector<uint8_t>& after, int64_t pool,
+                                            int64_t slot_bytes, const std::vector<int64_t>& slots) {
+    std::vector<bool> written(before.size(), false);
+    for (int64_t p = 0; p < static_cast<int64_t>(before.size()) / pool; ++p)
+        for (int64_t slot : slots)
+            for (int64_t i = 0; i < slot_bytes; ++i) written[p * pool + slot * slot_bytes + i] = true;
+    int64_t changed = 0, first = -1;
+    for (size_t i = 0; i < before.size(); ++i)
+        if (!written[i] && before[i] != after[i]) {
+            if (first < 0) first = static_cast<int64_t>(i);
+            ++changed;
+        }
+    return {changed, first};
+}
 
 struct Run {
     std::unique_ptr<executor::BackendExecutor> ex;
@@ -229,18 +249,9 @@ TEST(CudaGraphs, PaddedRowsWriteNoOtherKv) {
         const model::KvStore& kv = r->ex->kv_cache();
         const int64_t slot_bytes = kv.block_bytes() / kBlockSize;
         const int64_t pool = kv.layers()[0].num_blocks * kv.block_bytes();
-        std::vector<bool> written(before.size(), false);
-        for (int64_t p = 0; p < static_cast<int64_t>(before.size()) / pool; ++p)
-            for (int s = 0; s < n; ++s) {
-                const int64_t slot = s * kBlocksPerSeq * kBlockSize + len_before[s];
-                for (int64_t i = 0; i < slot_bytes; ++i) written[p * pool + slot * slot_bytes + i] = true;
-            }
-        int64_t changed_elsewhere = 0, first = -1;
-        for (size_t i = 0; i < before.size(); ++i)
-            if (!written[i] && before[i] != after[i]) {
-                if (first < 0) first = static_cast<int64_t>(i);
-                ++changed_elsewhere;
-            }
+        std::vector<int64_t> slots;
+        for (int s = 0; s < n; ++s) slots.push_back(s * kBlocksPerSeq * kBlockSize + len_before[s]);
+        const auto [changed_elsewhere, first] = changed_outside(before, after, pool, slot_bytes, slots);
         EXPECT_EQ(changed_elsewhere, 0) << "batch of " << n << ": bytes outside its tokens' slots changed, "
                                         << "first at byte " << first;
         EXPECT_EQ(r->ex->graph_replays(), n == 3 ? 1 : n == 5 ? 2 : 3);
@@ -268,18 +279,9 @@ TEST(CudaGraphs, ReusedSlotInAPaddedBucketWritesNoOtherKv) {
         got.push_back(step(*r, first_n(6), true)[2]);
         const std::vector<uint8_t> after = kv_bytes(*r);
         ASSERT_EQ(before.size(), after.size());
-        std::vector<bool> written(before.size(), false);
-        for (int64_t p = 0; p < static_cast<int64_t>(before.size()) / pool; ++p)
-            for (int s = 0; s < 6; ++s) {
-                const int64_t slot = int64_t{r->base[s]} * kBlockSize + len_before[s];
-                for (int64_t i = 0; i < slot_bytes; ++i) written[p * pool + slot * slot_bytes + i] = true;
-            }
-        int64_t changed_elsewhere = 0, first = -1;
-        for (size_t i = 0; i < before.size(); ++i)
-            if (!written[i] && before[i] != after[i]) {
-                if (first < 0) first = static_cast<int64_t>(i);
-                ++changed_elsewhere;
-            }
+        std::vector<int64_t> slots;
+        for (int s = 0; s < 6; ++s) slots.push_back(int64_t{r->base[s]} * kBlockSize + len_before[s]);
+        const auto [changed_elsewhere, first] = changed_outside(before, after, pool, slot_bytes, slots);
         EXPECT_EQ(changed_elsewhere, 0) << "decode step " << k << " after the slot's reuse: bytes outside "
                                         << "its tokens' slots changed, first at byte " << first;
     }
