@@ -176,6 +176,9 @@ Status HostExpertsRunner::run_prompt_rows(ops::Backend& primary, const ops::Expe
     auto* stage = static_cast<uint8_t*>(stage_.data());
     const int64_t bias_floats =
         a.gate_up.bias.data != nullptr || a.down.bias.data != nullptr ? E * (a.gate_up.out + a.down.out) : 0;
+    // Rewritten by every call while its uploads may still be queued: safe only because run() first
+    // downloads this layer's ids, which waits for the stream (every earlier upload from it is done).
+    // Prefetching the next layer's experts would need an event per buffer (review, 2026-12-06).
     auto* bias_host = static_cast<float*>(staging(4, primary, std::max<int64_t>(bias_floats, 1) * 4));
     // Runs [e0, e1) of consecutive experts: one copy per tensor each. Nothing is kept from an earlier call:
     // the staging serves every offloaded layer in turn (and a layer's own experts of the previous step

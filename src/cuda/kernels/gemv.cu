@@ -360,7 +360,7 @@ __device__ __forceinline__ void stage_row_half(const float* __restrict__ xrow, u
         m = fmaxf(m, fmaxf(fmaxf(mag(y.x), mag(y.y)), fmaxf(mag(y.z), mag(y.w))));
     }
     m = block_max<kThreads>(m, smem);
-    const bool finite = m <= 3.4e38f;
+    const bool finite = isfinite(m);  // (3.4e38f is below FLT_MAX: a finite max above it is finite)
     const int sx = m > 0.0f && finite ? min(126, max(-126, kXExp<F> - ilogbf(m))) : 0;
     const float up = __int_as_float((127 + sx) << 23);
     if (threadIdx.x == 0) *back = finite ? __int_as_float((127 - sx) << 23) : __int_as_float(0x7fc00000);
