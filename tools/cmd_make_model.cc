@@ -15,7 +15,8 @@ namespace volt::tools {
 
 void register_make_model(CLI::App& app) {
     struct Options {
-        std::string preset, out, layout = "mxfp4", scale_rule = "best-of-2", tokenizer_dir;
+        std::string preset, out, layout = "mxfp4", scale_rule = "best-of-2", tokenizer_dir, quantization;
+        int64_t awq_group_size = 128;
         uint64_t seed = 0;
         int64_t max_shard_bytes = 5'000'000'000;
         int threads = 0;
@@ -57,12 +58,31 @@ void register_make_model(CLI::App& app) {
     cmd->add_flag("--config-only", opt->config_only,
                   "Write config.json, generation_config.json and the tokenizer, no weights (serve it with "
                   "--load-format dummy)");
+    cmd->add_option("--quantization,-q", opt->quantization,
+                    "With --config-only: awq or int8 attention and lm_head in config.json's "
+                    "quantization_config, as voltllm convert writes it (--load-format dummy then makes "
+                    "random weights in that format); mxfp4: the default (experts only)")
+        ->check(CLI::IsMember({"awq", "int8", "mxfp4"}));
+    cmd->add_option("--awq-group-size", opt->awq_group_size,
+                    "AWQ input elements per scale / zero point (gpt-oss's hidden size 2880 needs 64 or 32)")
+        ->check(CLI::PositiveNumber)
+        ->capture_default_str();
     cmd->add_option("--threads", opt->threads, "Worker threads (0: all)")->capture_default_str();
     cmd->callback([opt] {
         auto config = model::preset_config(opt->preset, opt->overrides);
         if (!config) {
             std::fprintf(stderr, "make-model: %s\n", config.status().to_string().c_str());
             std::exit(2);
+        }
+        if (opt->quantization == "awq" || opt->quantization == "int8") {
+            Status q = model::set_dense_quantization(
+                &*config, opt->quantization == "awq" ? model::QuantMethod::kAwq : model::QuantMethod::kInt8,
+                opt->awq_group_size);
+            if (!q.is_ok()) {
+                std::fprintf(stderr, "make-model: --quantization %s: %s\n", opt->quantization.c_str(),
+                             q.message().c_str());
+                std::exit(2);
+            }
         }
         model::MakeModelOptions mo;
         mo.layout = opt->layout == "bf16" ? model::ExpertLayout::kBf16 : model::ExpertLayout::kMxfp4;

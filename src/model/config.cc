@@ -6,6 +6,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <utility>
 
 namespace volt::model {
 
@@ -178,6 +179,41 @@ bool module_not_converted(const GptOssConfig& c, const std::string& module) {
         }
     }
     return false;
+}
+
+std::vector<std::string> dense_quant_modules_not_converted() {
+    return {"model.embed_tokens", "model.layers.*.mlp.router", "model.layers.*.mlp.experts"};
+}
+
+Status set_dense_quantization(GptOssConfig* c, QuantMethod method, int64_t group_size) {
+    if (method != QuantMethod::kAwq && method != QuantMethod::kInt8)
+        return invalid_argument(std::string("quantization ") + quant_method_name(method) +
+                                ": only awq and int8 quantize the attention projections and lm_head");
+    if (method == QuantMethod::kAwq) {
+        const int64_t H = c->hidden_size, Q = c->q_dim();
+        if (group_size <= 0 || group_size % 8 != 0 || H % group_size != 0 || Q % group_size != 0) {
+            std::string fits;
+            for (int64_t g : {128, 64, 32})
+                if (H % g == 0 && Q % g == 0) {
+                    fits = "; " + std::to_string(g) + " fits";
+                    break;
+                }
+            return invalid_argument("the AWQ group size " + std::to_string(group_size) +
+                                    " must be a multiple of 8 that divides hidden_size (" +
+                                    std::to_string(H) + ") and the q width (" + std::to_string(Q) +
+                                    ", o_proj's input)" + fits);
+        }
+        for (auto [what, n] : {std::pair{"q width", Q}, std::pair{"kv width", c->kv_dim()},
+                               std::pair{"hidden_size", H}, std::pair{"vocab_size", c->vocab_size}})
+            if (n % 8 != 0)
+                return invalid_argument(std::string("AWQ packs 8 output columns per int32; the ") + what +
+                                        " " + std::to_string(n) + " is not a multiple of 8");
+    }
+    c->quant_method = method;
+    c->mxfp4_quantized = false;
+    c->awq_group_size = method == QuantMethod::kAwq ? group_size : 0;
+    c->modules_to_not_convert = dense_quant_modules_not_converted();
+    return Status::ok();
 }
 
 bool dense_quantized(const GptOssConfig& c, const std::string& module) {

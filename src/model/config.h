@@ -69,6 +69,15 @@ struct GptOssConfig {
 // name, `*` matching any one component ("model.layers.*.self_attn", "lm_head", "mlp.experts"). This
 // covers the published globs (HF) and vLLM's plain substrings of whole components.
 bool module_not_converted(const GptOssConfig& c, const std::string& module);
+// The modules_to_not_convert of an awq / int8 checkpoint as `voltllm convert` writes it (everything but the
+// attention projections and lm_head): the embedding, the routers, the (MXFP4) experts.
+std::vector<std::string> dense_quant_modules_not_converted();
+// Makes `c` an awq (group_size input elements per scale) or int8 config as `voltllm convert` writes it:
+// quant_method, awq_group_size, modules_to_not_convert (above). The shapes are checked as the loader
+// and the CUDA backend check them: awq needs the group size to divide hidden_size and the q width (o_proj's
+// input), a multiple of 8 (a packed word), and the q / kv widths, hidden_size and vocab_size multiples of
+// 8. Errors: kInvalidArgument naming the size (and a group size that fits), or for another method.
+Status set_dense_quantization(GptOssConfig* c, QuantMethod method, int64_t group_size);
 // Whether the dense projection `module` (q/k/v/o_proj of a layer, or "lm_head") is stored in the
 // checkpoint's integer format (kAwq / kInt8 and not in modules_to_not_convert).
 bool dense_quantized(const GptOssConfig& c, const std::string& module);

@@ -460,6 +460,19 @@ Status make_model(const GptOssConfig& c, const MakeModelOptions& o, const std::s
         if (!o.tokenizer_dir.empty() && !std::filesystem::exists(o.tokenizer_dir + "/" + f))
             return not_found("make-model: tokenizer file " + o.tokenizer_dir + "/" + f + " not found");
     }
+    if (c.quant_method == QuantMethod::kAwq || c.quant_method == QuantMethod::kInt8) {
+        const std::string m = quant_method_name(c.quant_method);
+        if (!o.config_only)
+            return invalid_argument(
+                "make-model: --quantization " + m + " writes the config only (--config-only: random " + m +
+                " weights come from --load-format dummy); for a checkpoint with " + m +
+                " tensors write this one without --quantization and convert it: voltllm convert --model " +
+                out_dir + " --output OUT --quantization " + m + (m == "awq" ? " --awq-zero-point" : ""));
+        if (o.layout != ExpertLayout::kMxfp4)
+            return invalid_argument("make-model: --quantization " + m +
+                                    " keeps the experts MXFP4 (AutoAWQ cannot quantize gpt-oss experts); "
+                                    "--layout bf16 does not apply");
+    }
     if (o.config_only) {
         std::error_code ec;
         std::filesystem::create_directories(out_dir, ec);

@@ -115,10 +115,13 @@ Status write_sharded_units(const std::string& dir, const std::vector<OutputUnit>
 // Writes `text` to `path` (replacing it). Errors: kInternal naming the path.
 Status write_text_file(const std::string& path, const std::string& text);
 
-// Writes the checkpoint into out_dir (created). Memory stays bounded by one shard: shards are generated
-// and written one at a time (MXFP4 experts row by row). Expert weights are rounded to bf16 before
-// quantization, so the MXFP4 layout equals `convert` of the bf16 layout with the same seed.
-// Errors: kInternal for I/O failures (naming the path), kNotFound for a missing tokenizer file.
+// Writes the checkpoint into out_dir (created). A config made awq / int8 by set_dense_quantization
+// (model/config.h) is written with its quantization_config, as `voltllm convert` writes it, and only with
+// config_only (the tensors then come from --load-format dummy) and the MXFP4 layout. Memory stays bounded by
+// one shard: shards are generated and written one at a time (MXFP4 experts row by row). Expert weights are
+// rounded to bf16 before quantization, so the MXFP4 layout equals `convert` of the bf16 layout with the same
+// seed. Errors: kInternal for I/O failures (naming the path), kNotFound for a missing tokenizer file,
+// kInvalidArgument for an awq / int8 config without config_only or with the bf16 layout.
 Status make_model(const GptOssConfig& c, const MakeModelOptions& options, const std::string& out_dir);
 
 }  // namespace volt::model

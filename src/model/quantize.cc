@@ -270,8 +270,7 @@ nlohmann::ordered_json quantized_config(nlohmann::ordered_json j, const Quantize
     } else {
         q["bits"] = 8;
     }
-    q["modules_to_not_convert"] = {"model.embed_tokens", "model.layers.*.mlp.router",
-                                   "model.layers.*.mlp.experts"};
+    q["modules_to_not_convert"] = dense_quant_modules_not_converted();
     j["quantization_config"] = q;
     return j;
 }

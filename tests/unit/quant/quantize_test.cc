@@ -20,6 +20,7 @@
 #include "cpu/cpu_ops.h"
 #include "executor/engine_flags.h"
 #include "io/safetensors.h"
+#include "model/dummy_weights.h"
 #include "model/loader.h"
 #include "model/make_model.h"
 #include "model/placed_model.h"
@@ -339,6 +340,81 @@ TEST(Quantize, Errors) {
     EXPECT_TRUE(dense_quantized(*ok, "lm_head"));
     j["quantization_config"]["zero_point"] = false;
     EXPECT_FALSE(parse_config(j, "config.json").is_ok());
+}
+
+// `make-model --config-only --quantization awq|int8` writes the quantization_config that convert writes,
+// and --load-format dummy of that config gives the tensors the loader gives for the converted checkpoint:
+// the same formats, shapes and group size everywhere (the GPU then runs the same kernels).
+TEST(Quantize, ConfigOnlyMatchesConvertAndDummyMatchesTheLoader) {
+    const std::string in = tiny(ExpertLayout::kMxfp4, "dummy_in");
+    cpu::CpuBackend backend;
+    for (QuantMethod m : {QuantMethod::kInt8, QuantMethod::kAwq}) {
+        const std::string name = quant_method_name(m);
+        SCOPED_TRACE(name);
+        QuantizeOptions o;
+        o.method = m;
+        o.group_size = 32;
+        o.activation_aware = false;
+        const std::string converted = temp_dir("dummy_conv_" + name);
+        ASSERT_TRUE(quantize_checkpoint(in, converted, o, backend).is_ok());
+
+        auto c = preset_config("tiny");
+        ASSERT_TRUE(c.is_ok());
+        ASSERT_TRUE(set_dense_quantization(&*c, m, 32).is_ok());
+        const std::string cfg = temp_dir("dummy_cfg_" + name);
+        MakeModelOptions mo;
+        mo.config_only = true;
+        ASSERT_TRUE(make_model(*c, mo, cfg).is_ok());
+        EXPECT_FALSE(fs::exists(cfg + "/model.safetensors.index.json"));
+        EXPECT_EQ(json::parse(read_bytes(cfg + "/config.json"))["quantization_config"],
+                  json::parse(read_bytes(converted + "/config.json"))["quantization_config"]);
+
+        auto real = load_model(converted);
+        auto dummy = load_model_as(cfg, "dummy");
+        ASSERT_TRUE(real.is_ok() && dummy.is_ok()) << dummy.status().to_string();
+        auto same = [](const ops::DenseWeight& a, const ops::DenseWeight& b, const std::string& what) {
+            EXPECT_EQ(a.format, b.format) << what;
+            EXPECT_EQ(a.out, b.out) << what;
+            EXPECT_EQ(a.in, b.in) << what;
+            EXPECT_EQ(a.group_size, b.group_size) << what;
+            EXPECT_EQ(a.scales != nullptr, b.scales != nullptr) << what;
+            EXPECT_EQ(a.zeros != nullptr, b.zeros != nullptr) << what;
+            EXPECT_EQ(a.b.data != nullptr, b.b.data != nullptr) << what;
+        };
+        same((*real)->lm_head, (*dummy)->lm_head, "lm_head");
+        same((*real)->embed_tokens, (*dummy)->embed_tokens, "embed_tokens");
+        EXPECT_EQ((*dummy)->lm_head.format,
+                  m == QuantMethod::kInt8 ? ops::Format::kInt8 : ops::Format::kInt4);
+        for (size_t l = 0; l < (*real)->layers.size(); ++l) {
+            const LayerWeights &a = (*real)->layers[l], &b = (*dummy)->layers[l];
+            same(a.q_proj, b.q_proj, "q_proj");
+            same(a.k_proj, b.k_proj, "k_proj");
+            same(a.v_proj, b.v_proj, "v_proj");
+            same(a.o_proj, b.o_proj, "o_proj");
+            same(a.router, b.router, "router");
+            EXPECT_EQ(a.gate_up.format, b.gate_up.format);
+            EXPECT_EQ(a.down.format, b.down.format);
+        }
+
+        // --quantization is checked against the dummy config as against a checkpoint.
+        const GptOssConfig& dc = (*dummy)->config;
+        EXPECT_TRUE(executor::check_quantization_flag(name, dc, cfg).is_ok());
+        EXPECT_TRUE(executor::check_quantization_flag("", dc, cfg).is_ok());
+        const std::string other = m == QuantMethod::kInt8 ? "awq" : "int8";
+        Status mm = executor::check_quantization_flag(other, dc, cfg);
+        EXPECT_NE(mm.message().find("--quantization " + other + " does not match"), std::string::npos)
+            << mm.to_string();
+        EXPECT_NE(mm.message().find("says " + name), std::string::npos) << mm.to_string();
+        EXPECT_FALSE(executor::check_quantization_flag("mxfp4", dc, cfg).is_ok());
+
+        // make-model refuses integer tensors (convert makes those) and the bf16 expert layout.
+        mo.config_only = false;
+        Status full = make_model(*c, mo, temp_dir("dummy_full_" + name));
+        EXPECT_NE(full.message().find("voltllm convert"), std::string::npos) << full.to_string();
+        mo.config_only = true;
+        mo.layout = ExpertLayout::kBf16;
+        EXPECT_FALSE(make_model(*c, mo, temp_dir("dummy_bf16_" + name)).is_ok());
+    }
 }
 
 }  // namespace
