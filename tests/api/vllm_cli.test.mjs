@@ -95,9 +95,17 @@ function argv(line) {
     return a;
 }
 
+// Every server this file starts: a test that fails before its stop() would leave one running, which keeps
+// node's event loop (and ctest) waiting forever; after() kills what is left.
+const children = new Set();
+after(() => {
+    for (const p of children) if (p.exitCode === null && p.signalCode === null) p.kill("SIGKILL");
+});
+
 // Starts `voltllm <args>` (args begin with "serve"); resolves once it printed "ready".
 async function serve(args, { cwd, env = {}, readyTimeoutMs = 120000 } = {}) {
     const proc = spawn(BIN, args, { cwd, env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
+    children.add(proc);
     let out = "", err = "";
     proc.stderr.on("data", (d) => (err += d));
     const exited = new Promise((resolve) => proc.on("exit", (code, signal) => resolve({ code, signal })));
@@ -134,6 +142,14 @@ async function serve(args, { cwd, env = {}, readyTimeoutMs = 120000 } = {}) {
 async function until(cond, timeoutMs) {
     const t0 = Date.now();
     while (!cond() && Date.now() - t0 < timeoutMs) await new Promise((r) => setTimeout(r, 50));
+}
+
+// The server's log (stdout + stderr) matches `re`, waiting up to `timeoutMs` for it: the two are separate
+// pipes, so "ready" on stdout can reach node before lines the server wrote to stderr earlier (seen under a
+// loaded CI machine: the stderr was still empty).
+async function logMatches(s, re, timeoutMs = 10000) {
+    await until(() => re.test(s.log()), timeoutMs);
+    assert.match(s.log(), re);
 }
 
 async function postJson(server, route, body, headers = {}) {
@@ -176,8 +192,9 @@ describe("the article's command lines start verbatim (anchors.md)", () => {
             "--model ./gpt-oss-120b-vllm --tensor-parallel-size 4 --gpu-memory-utilization 0.95 --max-model-len 4096 " +
             "--enforce-eager --disable-custom-all-reduce --dtype half --quantization awq --port 8000")],
             { cwd: articleDir({ awq: true }) });
+        await logMatches(s, /KV blocks of/);  // the start-up log has arrived (notices come before it)
         assert.doesNotMatch(s.stderr(), /--quantization awq: ignored/);  // honoured: it matches the checkpoint
-        assert.match(s.log(), /tensor-parallel-size 4 x pipeline-parallel-size 1 = 4 ranks/);
+        await logMatches(s, /tensor-parallel-size 4 x pipeline-parallel-size 1 = 4 ranks/);
         assert.match(s.stdout(), /max-model-len 4096/);
         await checkServes(s, watchdog);
     });
@@ -193,6 +210,7 @@ describe("the article's command lines start verbatim (anchors.md)", () => {
         const s = await serve(["serve", ...argv(
             "--model ./gpt-oss-120b-vllm --tensor-parallel-size 4 --gpu-memory-utilization 0.90 --max-model-len 2048 " +
             "--enforce-eager --disable-custom-all-reduce --block-size 16 --swap-space 4 --port 8000")], { cwd: articleDir() });
+        await logMatches(s, /KV blocks of/);
         assert.doesNotMatch(s.log(), /--swap-space 4: /);  // honoured: no notice
         assert.match(s.stdout(), /max-model-len 2048/);
         await checkServes(s, watchdog);
@@ -202,14 +220,14 @@ describe("the article's command lines start verbatim (anchors.md)", () => {
         const s = await serve(["serve", ...argv(
             "--model ./gpt-oss-120b-vllm --tensor-parallel-size 1 --pipeline-parallel-size 2 " +
             "--pipeline-parallel-rank 0 --port 8001")], { cwd: articleDir(), env: { CUDA_VISIBLE_DEVICES: "0" } });
-        assert.match(s.log(), /--pipeline-parallel-rank 0: not a vLLM flag/);
+        await logMatches(s, /--pipeline-parallel-rank 0: not a vLLM flag/);
         await checkServes(s, watchdog);
     });
 
     test("line 4: --disable-log-stats --disable-log-requests", async () => {
         const s = await serve(["serve", ...argv("--model ./gpt-oss-120b-vllm --disable-log-stats --disable-log-requests")],
             { cwd: articleDir() });
-        assert.match(s.log(), /--disable-log-requests: removed from vLLM/);
+        await logMatches(s, /--disable-log-requests: removed from vLLM/);
         await checkServes(s, watchdog);
     });
 
@@ -231,7 +249,7 @@ describe("Hugging Face model ids resolve offline (HF_HOME)", () => {
     test("voltllm serve openai/gpt-oss-20b: loads the snapshot through its index, original/ and metal/ ignored", async () => {
         const s = await serve(["serve", "openai/gpt-oss-20b", "--port", "0", "--max-model-len", "2048", "--kv-cache-memory-bytes", "64M"],
             { env: { HF_HOME: home, HF_HUB_CACHE: "" } });
-        assert.match(s.log(), new RegExp(`snapshots/${SHA}`));
+        await logMatches(s, new RegExp(`snapshots/${SHA}`));
         await checkServes(s, { echoed: "openai/gpt-oss-20b", watchdogModel: "gpt-oss-20b" });
     });
 
@@ -242,6 +260,7 @@ describe("Hugging Face model ids resolve offline (HF_HOME)", () => {
                 "openai/gpt-oss-120b --tool-call-parser openai --enable-auto-tool-choice --reasoning-parser openai_gptoss"),
                 ...extra, "--port", "0"], { env: { HF_HOME: home, HF_HUB_CACHE: "" } });
             // The recipe's flags are the server's own (no "not wired" notice, no "ignored" notice).
+            await logMatches(s, /KV blocks of/);
             assert.ok(!/(tool-call-parser|auto-tool-choice|reasoning-parser|async-scheduling)[^\n]*(not wired|ignored)/.test(s.log()), s.log());
             await checkServes(s, { echoed: "openai/gpt-oss-120b", watchdogModel: "gpt-oss-120b" });
         }
@@ -291,7 +310,7 @@ describe("honoured flags observed through the API (docs/flags.md)", () => {
         const capacity = {};
         for (const bs of [16, 32]) {
             const s = await serve(["serve", TINY, "--port", "0", ...TINY_ARGS, "--block-size", String(bs)]);
-            assert.match(s.stderr(), new RegExp(`KV blocks of ${bs} tokens`));
+            await logMatches(s, new RegExp(`KV blocks of ${bs} tokens`));
             const m = await metrics(s);
             capacity[bs] = { full: m['voltllm_kv_blocks_total{group="full"}'], sliding: m['voltllm_kv_blocks_total{group="sliding"}'] };
             assert.equal((await s.stop()).code, 0);
@@ -316,6 +335,7 @@ describe("honoured flags observed through the API (docs/flags.md)", () => {
         for (const dtype of ["auto", "int8"]) {
             const s = await serve(["serve", TINY, "--port", "0", "--max-model-len", "2048", "--kv-cache-memory-bytes", "32M",
                 "--kv-cache-dtype", dtype, "--served-model-name", "m"]);
+            await logMatches(s, /KV blocks of/);
             assert.doesNotMatch(s.stderr(), /--kv-cache-dtype.*ignored/);
             const m = await metrics(s);
             tokens[dtype] = 16 * (m['voltllm_kv_blocks_total{group="full"}'] + m['voltllm_kv_blocks_total{group="sliding"}']);
