@@ -57,6 +57,21 @@ double stddev(const std::vector<float>& x) {
     return std::sqrt(s2 / x.size() - m * m);
 }
 
+// The CPU backend runs `w`: 40 tokens' logits are finite with a spread like a trained model's (stddev in
+// (0.3, 10)), whatever the weights' format.
+void expect_finite_spread_logits(const std::shared_ptr<const ModelWeights>& w) {
+    cpu::CpuBackend backend;
+    Forward fwd(*place_model(w, backend), backend);
+    std::vector<int32_t> ids(40);
+    for (int i = 0; i < 40; ++i) ids[i] = (i * 37) % static_cast<int>(w->config.vocab_size);
+    SequenceRunner run(fwd, static_cast<int64_t>(ids.size()));
+    const std::vector<float> logits = run.append(ids, /*all_rows=*/true);
+    for (float v : logits) ASSERT_TRUE(std::isfinite(v));
+    const double s = stddev(logits);
+    EXPECT_GT(s, 0.3);
+    EXPECT_LT(s, 10.0);
+}
+
 TEST(DummyWeights, ValuesHaveTheIntendedSpread) {
     // The 20b layer's sizes with a small vocabulary (the embedding and lm_head are not looked at here).
     auto c = preset_config("20b", {.num_hidden_layers = 1, .vocab_size = 1000});
@@ -97,16 +112,7 @@ TEST(DummyWeights, ForwardIsFiniteWithSpreadLogitsAndSeedsAreStable) {
     const int64_t lm = c->vocab_size * c->hidden_size * 2;
     EXPECT_EQ(std::memcmp((*a)->lm_head.w, (*b)->lm_head.w, lm), 0);
     EXPECT_NE(std::memcmp((*a)->lm_head.w, (*d)->lm_head.w, lm), 0);
-    cpu::CpuBackend backend;
-    Forward fwd(*place_model(*a, backend), backend);
-    std::vector<int32_t> ids(40);
-    for (int i = 0; i < 40; ++i) ids[i] = (i * 37) % static_cast<int>(c->vocab_size);
-    SequenceRunner run(fwd, static_cast<int64_t>(ids.size()));
-    const std::vector<float> logits = run.append(ids, /*all_rows=*/true);
-    for (float v : logits) ASSERT_TRUE(std::isfinite(v));
-    const double s = stddev(logits);
-    EXPECT_GT(s, 0.3);
-    EXPECT_LT(s, 10.0);
+    expect_finite_spread_logits(*a);
 }
 
 // tiny with hidden 256 (4 heads of 64: q width 256, kv width 128), the config made awq (group 64) or int8
@@ -230,16 +236,7 @@ TEST(DummyWeights, QuantizedConfigsGiveTheirFormatsAndSpread) {
         }
 
         // The CPU backend runs them: finite logits with a spread like the bf16 model's.
-        cpu::CpuBackend backend;
-        Forward fwd(*place_model(*w, backend), backend);
-        std::vector<int32_t> ids(40);
-        for (int i = 0; i < 40; ++i) ids[i] = (i * 37) % static_cast<int>(c.vocab_size);
-        SequenceRunner run(fwd, static_cast<int64_t>(ids.size()));
-        const std::vector<float> logits = run.append(ids, /*all_rows=*/true);
-        for (float v : logits) ASSERT_TRUE(std::isfinite(v));
-        const double s = stddev(logits);
-        EXPECT_GT(s, 0.3);
-        EXPECT_LT(s, 10.0);
+        expect_finite_spread_logits(*w);
     }
 }
 
