@@ -21,6 +21,11 @@ with value = the median of the repeats. Subcommands (standard library only, exce
                                 llama-perplexity --kl-divergence output -> KL / same-top / PPL rows
   kld-tokens BASE.kld K [BOS]   the ids of chunk K of a base file (comma-separated; the first replaced by BOS
                                 when given: llama.cpp does so where its vocabulary adds a BOS)
+  kld-npy --base NPY... --model NPY... --ids WINDOWS.json
+                                KL(base || model), same-top rate, both perplexities from two sets of voltllm
+                                logits of the same windows (float64, unquantized; scored as perplexity.cpp)
+  windows TOKENS.json N_CTX N_CHUNK OUT
+                                the first N_CHUNK windows of N_CTX ids of a `voltllm tokenize` output
   gguf-bos GGUF                 "ADD_BOS BOS_ID" of a GGUF (gguf-py of the llama.cpp source on sys.path)
   table A.jsonl B.jsonl         the markdown rows of docs/performance.md (see table_rows)
 """
@@ -260,6 +265,50 @@ def cmd_kld_check(base, npys):
                       "ppl_model": math.exp(sum(nll) / n), "ppl_base": math.exp(sum(nll_base) / n)}))
 
 
+def cmd_kld_npy(args):
+    """KL(base || model), the same-top-token rate and both perplexities over perplexity.cpp's scored positions
+    (the second half of each window, each predicting the next id), from two sets of voltllm logits .npy of the
+    same windows: `kld-npy --base B0.npy B1.npy --model M0.npy M1.npy --ids WINDOWS.json` (an array of arrays
+    of ids, window k of both sets). KL in float64 over the whole vocabulary (no 16-bit quantization here)."""
+    import numpy as np
+    base = args[args.index("--base") + 1: args.index("--model")]
+    model = args[args.index("--model") + 1: args.index("--ids")]
+    windows = json.load(open(args[args.index("--ids") + 1]))
+    if not (len(base) == len(model) == len(windows)):
+        raise SystemExit(f"kld-npy: {len(base)} base, {len(model)} model files for {len(windows)} windows")
+
+    def log_softmax(x):
+        x = x - x.max(axis=1, keepdims=True)
+        return x - np.log(np.exp(x).sum(axis=1, keepdims=True))
+
+    kl, nll, nll_base, same = [], [], [], 0
+    for b, m, ids in zip(base, model, windows):
+        n_ctx = len(ids)
+        first = n_ctx // 2
+        lb = log_softmax(np.load(b, mmap_mode="r")[first:n_ctx - 1].astype(np.float64))
+        lm = log_softmax(np.load(m, mmap_mode="r")[first:n_ctx - 1].astype(np.float64))
+        tok = np.asarray(ids[first + 1:n_ctx])
+        idx = np.arange(len(tok))
+        nll.extend((-lm[idx, tok]).tolist())
+        nll_base.extend((-lb[idx, tok]).tolist())
+        kl.extend((np.exp(lb) * (lb - lm)).sum(axis=1).tolist())
+        same += int((lb.argmax(axis=1) == lm.argmax(axis=1)).sum())
+    n = len(kl)
+    kl_sorted = sorted(kl)
+    print(json.dumps({"count": n, "mean_kld": sum(kl) / n, "median_kld": kl_sorted[n // 2], "max_kld": kl_sorted[-1],
+                      "same_top": same / n, "ppl_model": math.exp(sum(nll) / n),
+                      "ppl_base": math.exp(sum(nll_base) / n)}))
+
+
+def cmd_windows(tokens_json, n_ctx, n_chunk, out):
+    """The first N_CHUNK windows of N_CTX ids of a `voltllm tokenize` output, as a JSON array of arrays."""
+    ids = json.load(open(tokens_json))
+    n_ctx, n_chunk = int(n_ctx), int(n_chunk)
+    if len(ids) < n_ctx * n_chunk:
+        raise SystemExit(f"windows: {len(ids)} ids, {n_ctx * n_chunk} needed")
+    json.dump([ids[k * n_ctx:(k + 1) * n_ctx] for k in range(n_chunk)], open(out, "w"))
+
+
 def cmd_kld_tokens(base, k, bos=None):
     f, n_ctx, n_vocab, n_chunk, tokens = read_base_header(base)
     ids = [int(x) for x in tokens[int(k)]]
@@ -412,6 +461,10 @@ def main(argv):
         cmd_serve(a)
     elif c == "kld-write":
         cmd_kld_write(a)
+    elif c == "kld-npy":
+        cmd_kld_npy(a)
+    elif c == "windows":
+        cmd_windows(*a)
     elif c == "kld-check":
         cmd_kld_check(a[0], a[1:])
     elif c == "kld-parse":

@@ -31,7 +31,7 @@ OUT=${OUT:-/tmp/volt-compare-out}
 W=/tmp/volt-compare
 DEV=${VOLT_COMPARE_DEVICE:-cuda}
 LB=${VOLT_LLAMA_BIN:-/tmp/llama-build/build/bin}
-PARTS=" ${VOLT_COMPARE_PARTS:-serve_llama serve_voltllm kld_main kld_demo} "
+PARTS=" ${VOLT_COMPARE_PARTS:-serve_llama serve_voltllm kld_main kld_demo kld_self} "
 DEADLINE=${VOLT_COMPARE_DEADLINE_S:-480}
 mkdir -p "$OUT" "$W/slogs"
 J=$OUT/compare_b.jsonl
@@ -43,7 +43,13 @@ G=$(cat "$W/gguf_path" 2>/dev/null)
 read -r -a LOAD <<<"$(cat "$W/load_args" 2>/dev/null)"  # run_20b.sh's: --load-format dummy for the 120b shape
 need=("$M/config.json")
 [ -n "$G" ] && need+=("$LB/llama-server" "$LB/llama-perplexity" "$G")
-[ -z "$G" ] && PARTS=" serve_voltllm "  # voltllm only (VOLT_COMPARE_MODEL=120b in run_20b.sh)
+# no GGUF (the 120b shape, --load-format dummy): voltllm's serve rows only; kld_self where weights were written
+if [ -z "$G" ]; then
+  p=" "
+  want serve_voltllm && p+="serve_voltllm "
+  want kld_self && [ "${#LOAD[@]}" = 0 ] && p+="kld_self "
+  PARTS=$p
+fi
 for f in "${need[@]}"; do
   [ -e "$f" ] || { emit "{\"error\": \"${f:-model} missing: run bench/compare/run_20b.sh first on this (warm) machine\"}"; exit 2; }
 done
@@ -98,7 +104,9 @@ run_engine() {  # run_engine NAME START_COMMAND...
   echo 0 >"$W/peak_mib"
   watch_mem "$pid" &
   local wpid=$!
-  if ! wait_ready "$pid" "http://127.0.0.1:$PORT/v1/models" 240; then
+  # /health: 200 once the model is loaded, 503 while loading (both servers; voltllm's /v1/models already
+  # answered 200 while it loaded, and the first run of this script sent every load into its 503s)
+  if ! wait_ready "$pid" "http://127.0.0.1:$PORT/health" 240; then
     emit "{\"engine\": \"$name\", \"error\": \"server did not come up in 240 s\", \"command\": \"$startcmd\"}"
     kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; kill "$wpid" 2>/dev/null
     tail -20 "$W/slogs/$name.server.log"
@@ -107,6 +115,23 @@ run_engine() {  # run_engine NAME START_COMMAND...
   emit "{\"step\": \"$name up\", \"startup_s\": $(($(date +%s) - ts)), \"at_s\": $(since)}"
   bench "$name.warmup" 1 2048 8 1
   local loads load c in out reps r files
+  gone() {  # true (with a row saying so) once the server has exited: the remaining loads are skipped
+    kill -0 "$pid" 2>/dev/null && return 1
+    emit "{\"engine\": \"$name\", \"error\": \"the server exited during $1; its later loads were skipped (log: slogs/$name.server.log)\", \"at_s\": $(since)}"
+    return 0
+  }
+  for in in ${VOLT_COMPARE_TTFT:-512 2048}; do
+    late "$name ttft $in" && break
+    files=()
+    for r in 1 2 3; do  # a process a request: no HTTP connection is reused (a stale keep-alive one failed once)
+      bench "$name.ttft$in.r$r" 1 "$in" 1 1
+      files+=("$W/slogs/$name.ttft$in.r$r.json")
+      gone "ttft$in.r$r" && break 2
+    done
+    cpy serve "${files[@]}" --engine "$name" --figure "ttft_$in" --field ttft \
+      --versions "$([ "$name" = voltllm ] && echo "$VVER" || echo "$LVER")" \
+      --command "voltllm bench serve --max-concurrency 1 --num-prompts 3 --random-input-len $in --random-output-len 1 (x3) against: $startcmd" | tee -a "$J"
+  done
   IFS=';' read -r -a loads <<<"${VOLT_COMPARE_LOADS:-8 2048 128 3;32 2048 128 3;128 2048 128 3}"
   for load in "${loads[@]}"; do
     read -r c in out reps <<<"$load"
@@ -115,20 +140,11 @@ run_engine() {  # run_engine NAME START_COMMAND...
     for r in $(seq 1 "$reps"); do
       bench "$name.c$c.r$r" "$c" "$in" "$out" "$c"
       files+=("$W/slogs/$name.c$c.r$r.json")
+      gone "c$c.r$r" && break
     done
+    [ "${#files[@]}" = "$reps" ] || break  # the server died in this load: no row from a partial set
     cpy serve "${files[@]}" --engine "$name" --figure "serve_c${c}_out" --versions "$([ "$name" = voltllm ] && echo "$VVER" || echo "$LVER")" \
       --command "voltllm bench serve --max-concurrency $c --num-prompts $c --random-input-len $in --random-output-len $out --seed 0 (x$reps) against: $startcmd" | tee -a "$J"
-  done
-  for in in ${VOLT_COMPARE_TTFT:-512 2048}; do
-    late "$name ttft $in" && break
-    files=()
-    for r in 1 2 3; do  # a process a request: no HTTP connection is reused (a stale keep-alive one failed once)
-      bench "$name.ttft$in.r$r" 1 "$in" 1 1
-      files+=("$W/slogs/$name.ttft$in.r$r.json")
-    done
-    cpy serve "${files[@]}" --engine "$name" --figure "ttft_$in" --field ttft \
-      --versions "$([ "$name" = voltllm ] && echo "$VVER" || echo "$LVER")" \
-      --command "voltllm bench serve --max-concurrency 1 --num-prompts 3 --random-input-len $in --random-output-len 1 (x3) against: $startcmd" | tee -a "$J"
   done
   kill "$pid" 2>/dev/null
   wait "$pid" 2>/dev/null
@@ -200,6 +216,40 @@ if want kld_demo && [ "$M" != "$ROOT/assets/demo-model" ]; then
   [ -s "$DG" ] || python3 bench/compare/convert.py "$W/llama.cpp" --pre-tokenizer gpt-4o -- assets/demo-model \
     --outtype f16 --outfile "$DG" >"$W/slogs/convert_demo.log" 2>&1
   kld demo "$ROOT/assets/demo-model" "$DG" 512 "${VOLT_KLD_DEMO_CHUNKS:-8}" 1
+fi
+# ---- kld_self: how far precision alone moves this checkpoint's logits (voltllm against itself) ----
+# voltllm --dtype float (f32 operands, f32 KV: the reference the golden tests hold to transformers' fp32) against
+# the default dtype (bf16 here; f16 KV as in kld_main) and --dtype half (f16 operands and KV, llama.cpp's f16
+# GGUF's precision), on the same held-out windows (voltllm's tokenizer: the checkpoint's tokenizer.json). A
+# random-weight checkpoint can amplify rounding through its layers; kld_main's disagreement is read against this.
+if want kld_self && ! late kld_self; then
+  K=$W/kld_self
+  rm -rf "$K" && mkdir -p "$K"
+  n_ctx=${VOLT_KLD_CTX:-2048}
+  n_chunk=${VOLT_KLD_CHUNKS:-2}
+  [ "$M" = "$ROOT/assets/demo-model" ] && n_ctx=512 && n_chunk=${VOLT_KLD_DEMO_CHUNKS:-8}
+  "$V" --log-level warning tokenize --model "$M" --file out/compare/heldout.txt --no-special >"$K/all.json" 2>"$W/slogs/kld_self.log"
+  cpy windows "$K/all.json" "$n_ctx" "$n_chunk" "$K/windows.json" >>"$W/slogs/kld_self.log" 2>&1
+  for dt in float auto half; do
+    kv=(--kv-cache-f16)
+    [ "$dt" = float ] && kv=()
+    for k in $(seq 0 $((n_chunk - 1))); do
+      ids=$(python3 -c "import json,sys; print(','.join(map(str, json.load(open(sys.argv[1]))[int(sys.argv[2])])))" "$K/windows.json" "$k")
+      timeout "$(left)" "$V" --log-level warning logits --device "$DEV" --model "$M" "${LOAD[@]}" --dtype "$dt" "${kv[@]}" \
+        --prompt-ids "$ids" --out "$K/$dt$k.npy" >>"$W/slogs/kld_self.log" 2>&1
+    done
+  done
+  for dt in auto half; do
+    r=$(cpy kld-npy --base "$K"/float*.npy --model "$K/$dt"*.npy --ids "$K/windows.json" 2>>"$W/slogs/kld_self.log")
+    [ -n "$r" ] && emit "$(python3 -c "
+import json, sys
+c = json.loads(sys.argv[1])
+for k, u in (('mean_kld', 'nats'), ('median_kld', 'nats'), ('max_kld', 'nats'), ('same_top', 'fraction'), ('ppl_model', 'ppl'), ('ppl_base', 'ppl')):
+    print(json.dumps({'figure': f'agree_self_{sys.argv[2]}_{k}', 'engine': 'voltllm', 'value': c[k], 'unit': u, 'repeats': [c[k]],
+        'base': 'voltllm --dtype float', 'count': c['count'], 'command': f'voltllm logits --dtype {sys.argv[2]} (f16 KV) vs --dtype float (f32 KV), {sys.argv[3]} windows of {sys.argv[4]} held-out ids; compare.py kld-npy', 'versions': sys.argv[5]}))
+" "$r" "$dt" "$n_chunk" "$n_ctx" "$VVER")"
+  done
+  rm -f "$K"/*.npy
 fi
 emit "{\"step\": \"done\", \"at_s\": $(since), \"layers\": $N_MAIN}"
 tar -C "$W" -czf "$OUT/compare_b_logs.tar.gz" slogs
