@@ -148,6 +148,12 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(const CudaOptions& o) {
     }
     in.cublas_ready = b->cublas_ != nullptr;
     b->dispatch_ = choose_dispatch(in);
+    // Programmatic dependent launch (pdl.cuh) where the running code waits for it (sm_90+ code: the
+    // compute_70 PTX of the volta-ptx build has no griddepcontrol) on a GPU that has it (cc >= 9.0).
+    // VOLT_CUDA_PDL=0 turns it off (an A/B in one binary).
+    const char* pdl_env = std::getenv("VOLT_CUDA_PDL");
+    b->pdl_ =
+        dev.cc() >= 90 && dev.kernel_arch >= 900 && !(pdl_env != nullptr && std::string(pdl_env) == "0");
     spdlog::info(
         "cuda: {} (compute capability {}, {} SMs, {:.1f} GiB), driver {}, runtime {}, kernel arch {}",
         dev.name, dev.cc_string(), dev.sm_count, dev.total_bytes / 1073741824.0, dev.driver_version,
@@ -158,6 +164,9 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(const CudaOptions& o) {
             "cuda: --max-num-seqs 1: generated expert rows take experts_gemv_mxfp4_f16x2 (one token is "
             "faster there than on the MMA kernel)");
     spdlog::info("cuda: cuBLAS {}", b->cublas_status_);
+    if (b->pdl_)
+        spdlog::info(
+            "cuda: programmatic dependent launch on (sm_90: each kernel starts while the last ends)");
     return b;
 }
 

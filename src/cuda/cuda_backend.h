@@ -143,7 +143,7 @@ class CudaBackend final : public ops::Backend {
 
   private:
     CudaBackend() = default;
-    Launch ctx() const { return {stream_, error_, operand_, device_.sm_count}; }
+    Launch ctx() const { return {stream_, error_, operand_, device_.sm_count, pdl_}; }
     // Whether prompt rows of a linear with this weight take the tensor-core GEMM (dispatch and format).
     bool prompt_gemm(const ops::DenseWeight& w) const;
     // Raises (VOLT_CHECK) the first data error a kernel reported; called after every wait.
@@ -161,6 +161,7 @@ class CudaBackend final : public ops::Backend {
     DeviceInfo device_;
     Dispatch dispatch_;
     Operand operand_ = Operand::kF32;
+    bool pdl_ = false;  // Launch::pdl: sm_90+ code on a cc >= 9.0 GPU, unless VOLT_CUDA_PDL=0
     bool quantize_dense_experts_ = false;
     cudaStream_t stream_ = nullptr;
     int* error_ = nullptr;

@@ -39,6 +39,10 @@ struct Launch {
     int* error = nullptr;  // [1] device word, 0 while no kernel found bad data
     Operand operand = Operand::kF32;
     int sm_count = 0;  // multiprocessors (persistent grids); 0: unknown
+    // Programmatic dependent launch (pdl.cuh): the kernels launched through launch_kernel start while the
+    // kernel before them in the stream finishes. Only where the running code is sm_90+ (its kernels wait
+    // with griddepcontrol.wait; compute_70 code JIT-compiled for a newer GPU has no such wait).
+    bool pdl = false;
 };
 
 // ---- fine ops (reference: src/cpu/ops.cc, same contracts) ----

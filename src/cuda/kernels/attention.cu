@@ -10,6 +10,7 @@
 // its own sequence only. A block table entry < 0 under a key to read is reported (kFreedBlock).
 #include "cuda/cuda_check.h"
 #include "cuda/device_util.cuh"
+#include "cuda/pdl.cuh"
 
 namespace volt::cuda {
 namespace {
@@ -37,6 +38,8 @@ __global__ void __launch_bounds__(kWarps * 32)
                      DeviceVector sinks, float* __restrict__ out, int64_t num_seqs, int64_t nh, int64_t nkv,
                      int64_t d, int64_t max_blocks, int64_t block_size, int64_t num_slots, int64_t window,
                      float scale, int* error) {
+    pdl_wait();  // pdl.cuh: nothing of an earlier kernel is touched before it
+    pdl_launch_dependents();
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int64_t t = blockIdx.x;
     const int64_t h = static_cast<int64_t>(blockIdx.y) * kWarps + warp;
@@ -113,11 +116,11 @@ template <Kv K>
 void launch_cache(const ops::AttentionArgs& a, const Launch& ctx) {
     const dim3 grid(static_cast<unsigned>(a.num_tokens), grid_for(a.num_heads, kWarps));
     const int64_t slots = a.kv.num_blocks * a.kv.block_size;
-#define VOLT_ATTENTION_LAUNCH(O)                                                                          \
-    attention_kernel<K, O><<<grid, kWarps * 32, 0, ctx.stream>>>(                                         \
-        a.q, a.kv.k, a.kv.v, a.kv.k_scales, a.kv.v_scales, a.seq_lens, a.query_start_loc, a.block_tables, \
-        a.table_rows, device_vector(a.sinks), a.out, a.num_seqs, a.num_heads, a.num_kv_heads, a.head_dim, \
-        a.max_blocks, a.kv.block_size, slots, a.window, a.scale, ctx.error)
+#define VOLT_ATTENTION_LAUNCH(O)                                                                         \
+    launch_kernel(attention_kernel<K, O>, grid, kWarps * 32, 0, ctx, a.q, a.kv.k, a.kv.v, a.kv.k_scales, \
+                  a.kv.v_scales, a.seq_lens, a.query_start_loc, a.block_tables, a.table_rows,            \
+                  device_vector(a.sinks), a.out, a.num_seqs, a.num_heads, a.num_kv_heads, a.head_dim,    \
+                  a.max_blocks, a.kv.block_size, slots, a.window, a.scale, ctx.error)
     switch (ctx.operand) {
         case Operand::kF32:
             VOLT_ATTENTION_LAUNCH(Operand::kF32);

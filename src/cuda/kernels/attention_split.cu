@@ -18,6 +18,7 @@
 
 #include "cuda/cuda_check.h"
 #include "cuda/device_util.cuh"
+#include "cuda/pdl.cuh"
 
 namespace volt::cuda {
 namespace {
@@ -88,6 +89,8 @@ __global__ void __launch_bounds__(kThreads)
                  float* __restrict__ part, int64_t row0, int64_t num_seqs, int64_t nh, int64_t nkv, int64_t d,
                  int64_t max_blocks, int64_t block_size, int64_t num_slots, int64_t window, float scale,
                  int64_t max_splits, int* error) {
+    pdl_wait();  // pdl.cuh: nothing of an earlier kernel is touched before it
+    pdl_launch_dependents();
     __shared__ float qs[kMaxG * kMaxD];
     // Probabilities [G][kChunk]; after P.V the warps' partial sums [warps][G * d].
     __shared__ float
@@ -227,6 +230,8 @@ __global__ void __launch_bounds__(kThreads)
     combine_kernel(const float* __restrict__ part, const int32_t* __restrict__ seq_lens,
                    const int32_t* __restrict__ qsl, DeviceVector sinks, float* __restrict__ out, int64_t row0,
                    int64_t num_seqs, int64_t nh, int64_t d, int64_t window, int64_t max_splits) {
+    pdl_wait();  // pdl.cuh: nothing of an earlier kernel is touched before it
+    pdl_launch_dependents();
     const int64_t t = row0 + blockIdx.x, h = blockIdx.y;
     const RowRange r = row_range(t, qsl, seq_lens, num_seqs, window);
     // ceil((n - first + 1) / kChunk); a max_seq_len below the truth (a broken contract) must not read past
@@ -294,11 +299,11 @@ void launch_attention_split(const ops::AttentionArgs& a, float* part, const Laun
         VOLT_CHECK(rows < (int64_t{1} << 31));
         const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>(a.num_kv_heads),
                         static_cast<unsigned>(splits));
-#define VOLT_SPLIT_G(F16, O, G)                                                                           \
-    split_kernel<F16, O, G><<<grid, kThreads, 0, ctx.stream>>>(                                           \
-        a.q, a.kv.k, a.kv.v, a.kv.k_scales, a.kv.v_scales, a.seq_lens, a.query_start_loc, a.block_tables, \
-        a.table_rows, part, row0, a.num_seqs, a.num_heads, a.num_kv_heads, a.head_dim, a.max_blocks,      \
-        a.kv.block_size, slots, a.window, a.scale, splits, ctx.error)
+#define VOLT_SPLIT_G(F16, O, G)                                                                              \
+    launch_kernel(split_kernel<F16, O, G>, grid, kThreads, 0, ctx, a.q, a.kv.k, a.kv.v, a.kv.k_scales,       \
+                  a.kv.v_scales, a.seq_lens, a.query_start_loc, a.block_tables, a.table_rows, part, row0,    \
+                  a.num_seqs, a.num_heads, a.num_kv_heads, a.head_dim, a.max_blocks, a.kv.block_size, slots, \
+                  a.window, a.scale, splits, ctx.error)
 #define VOLT_SPLIT(F16, O)           \
     switch (G) {                     \
         case 1:                      \
@@ -346,9 +351,9 @@ void launch_attention_split(const ops::AttentionArgs& a, float* part, const Laun
 #undef VOLT_SPLIT
 #undef VOLT_SPLIT_G
         VOLT_CUDA_CHECK_LAUNCH();
-        combine_kernel<<<dim3(static_cast<unsigned>(rows), static_cast<unsigned>(a.num_heads)), kThreads, 0,
-                         ctx.stream>>>(part, a.seq_lens, a.query_start_loc, sinks, a.out, row0, a.num_seqs,
-                                       a.num_heads, a.head_dim, a.window, splits);
+        launch_kernel(combine_kernel, dim3(static_cast<unsigned>(rows), static_cast<unsigned>(a.num_heads)),
+                      kThreads, 0, ctx, part, a.seq_lens, a.query_start_loc, sinks, a.out, row0, a.num_seqs,
+                      a.num_heads, a.head_dim, a.window, splits);
         VOLT_CUDA_CHECK_LAUNCH();
     }
 }

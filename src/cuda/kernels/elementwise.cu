@@ -6,6 +6,7 @@
 
 #include "cuda/cuda_check.h"
 #include "cuda/device_util.cuh"
+#include "cuda/pdl.cuh"
 
 namespace volt::cuda {
 namespace {
@@ -13,6 +14,8 @@ namespace {
 constexpr int kThreads = 256;
 
 __global__ void add_kernel(const float* __restrict__ x, float* __restrict__ y, int64_t n) {
+    pdl_wait();  // pdl.cuh: nothing of an earlier kernel is touched before it
+    pdl_launch_dependents();
     for (int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x; i < n;
          i += static_cast<int64_t>(gridDim.x) * kThreads)
         y[i] += x[i];
@@ -21,6 +24,8 @@ __global__ void add_kernel(const float* __restrict__ x, float* __restrict__ y, i
 // grid padded_rows: dst[r] = f16(x[rows ? rows[r] : r]) or zeros.
 __global__ void rows_to_f16_kernel(const float* __restrict__ x, const int32_t* __restrict__ rows,
                                    int64_t num_rows, int64_t cols, uint16_t* __restrict__ dst, int* error) {
+    pdl_wait();  // pdl.cuh: nothing of an earlier kernel is touched before it
+    pdl_launch_dependents();
     const int64_t r = blockIdx.x;
     uint16_t* out = dst + r * cols;
     if (r >= num_rows) {
@@ -38,11 +43,15 @@ __global__ void rows_to_f16_kernel(const float* __restrict__ x, const int32_t* _
 
 __global__ void bias_rows_kernel(const float* __restrict__ c, DeviceVector b, int64_t out,
                                  float* __restrict__ y) {
+    pdl_wait();  // pdl.cuh: nothing of an earlier kernel is touched before it
+    pdl_launch_dependents();
     const int64_t r = blockIdx.x;
     for (int64_t o = threadIdx.x; o < out; o += kThreads) y[r * out + o] = c[r * out + o] + load_vec(b, o);
 }
 
 __global__ void move_ids_kernel(const ops::IdMove* __restrict__ moves, int64_t n, bool negative_to_zero) {
+    pdl_wait();  // pdl.cuh: nothing of an earlier kernel is touched before it
+    pdl_launch_dependents();
     for (int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x; i < n;
          i += static_cast<int64_t>(gridDim.x) * kThreads) {
         const ops::IdMove m = moves[i];
@@ -53,6 +62,8 @@ __global__ void move_ids_kernel(const ops::IdMove* __restrict__ moves, int64_t n
 
 // ScatterIdsArgs' fills: block i sets pair i's range to -1.
 __global__ void fill_ids_kernel(const int32_t* __restrict__ pairs, int32_t* __restrict__ table) {
+    pdl_wait();  // pdl.cuh: nothing of an earlier kernel is touched before it
+    pdl_launch_dependents();
     const int64_t start = pairs[2 * static_cast<int64_t>(blockIdx.x)];
     const int32_t count = pairs[2 * static_cast<int64_t>(blockIdx.x) + 1];
     for (int32_t j = threadIdx.x; j < count; j += kThreads) table[start + j] = -1;
@@ -60,6 +71,8 @@ __global__ void fill_ids_kernel(const int32_t* __restrict__ pairs, int32_t* __re
 
 // ScatterIdsArgs' writes: one thread per (index, value) pair.
 __global__ void write_ids_kernel(const int32_t* __restrict__ pairs, int64_t n, int32_t* __restrict__ table) {
+    pdl_wait();  // pdl.cuh: nothing of an earlier kernel is touched before it
+    pdl_launch_dependents();
     for (int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x; i < n;
          i += static_cast<int64_t>(gridDim.x) * kThreads)
         table[pairs[2 * i]] = pairs[2 * i + 1];
@@ -70,13 +83,15 @@ __global__ void write_ids_kernel(const int32_t* __restrict__ pairs, int64_t n, i
 void launch_scatter_ids(const ops::ScatterIdsArgs& a, const Launch& ctx) {
     if (a.num_fills > 0) {
         VOLT_CHECK(a.num_fills <= 65535) << a.num_fills << " table fills in one step";
-        fill_ids_kernel<<<static_cast<unsigned>(a.num_fills), kThreads, 0, ctx.stream>>>(a.pairs, a.table);
+        launch_kernel(fill_ids_kernel, static_cast<unsigned>(a.num_fills), kThreads, 0, ctx, a.pairs,
+                      a.table);
         VOLT_CUDA_CHECK_LAUNCH();
     }
     if (a.num_writes > 0) {
         const unsigned grid =
             static_cast<unsigned>(std::min<int64_t>(grid_for(a.num_writes, kThreads), 65535));
-        write_ids_kernel<<<grid, kThreads, 0, ctx.stream>>>(a.pairs + 2 * a.num_fills, a.num_writes, a.table);
+        launch_kernel(write_ids_kernel, grid, kThreads, 0, ctx, a.pairs + 2 * a.num_fills, a.num_writes,
+                      a.table);
         VOLT_CUDA_CHECK_LAUNCH();
     }
 }
@@ -84,14 +99,14 @@ void launch_scatter_ids(const ops::ScatterIdsArgs& a, const Launch& ctx) {
 void launch_move_ids(const ops::MoveIdsArgs& a, const Launch& ctx) {
     if (a.num_moves <= 0) return;
     const unsigned grid = static_cast<unsigned>(std::min<int64_t>(grid_for(a.num_moves, kThreads), 65535));
-    move_ids_kernel<<<grid, kThreads, 0, ctx.stream>>>(a.moves, a.num_moves, a.negative_to_zero);
+    launch_kernel(move_ids_kernel, grid, kThreads, 0, ctx, a.moves, a.num_moves, a.negative_to_zero);
     VOLT_CUDA_CHECK_LAUNCH();
 }
 
 void launch_add(const ops::AddArgs& a, const Launch& ctx) {
     if (a.n <= 0) return;
     const unsigned grid = static_cast<unsigned>(std::min<int64_t>(grid_for(a.n, kThreads), 65535));
-    add_kernel<<<grid, kThreads, 0, ctx.stream>>>(a.x, a.y, a.n);
+    launch_kernel(add_kernel, grid, kThreads, 0, ctx, a.x, a.y, a.n);
     VOLT_CUDA_CHECK_LAUNCH();
 }
 
@@ -99,8 +114,8 @@ void launch_rows_to_f16(const float* x, const int32_t* rows, int64_t num_rows, i
                         int64_t cols, uint16_t* dst, const Launch& ctx) {
     if (padded_rows <= 0) return;
     VOLT_CHECK(padded_rows >= num_rows && padded_rows < (int64_t{1} << 31));
-    rows_to_f16_kernel<<<static_cast<unsigned>(padded_rows), kThreads, 0, ctx.stream>>>(x, rows, num_rows,
-                                                                                        cols, dst, ctx.error);
+    launch_kernel(rows_to_f16_kernel, static_cast<unsigned>(padded_rows), kThreads, 0, ctx, x, rows, num_rows,
+                  cols, dst, ctx.error);
     VOLT_CUDA_CHECK_LAUNCH();
 }
 
@@ -108,8 +123,8 @@ void launch_bias_rows(const float* c, const ops::VectorWeight& b, int64_t num_ro
                       const Launch& ctx) {
     if (num_rows <= 0) return;
     VOLT_CHECK(num_rows < (int64_t{1} << 31));
-    bias_rows_kernel<<<static_cast<unsigned>(num_rows), kThreads, 0, ctx.stream>>>(c, device_vector(b), out,
-                                                                                   y);
+    launch_kernel(bias_rows_kernel, static_cast<unsigned>(num_rows), kThreads, 0, ctx, c, device_vector(b),
+                  out, y);
     VOLT_CUDA_CHECK_LAUNCH();
 }
 

@@ -4,6 +4,7 @@
 // id_begin + rows) of a vocabulary of V) writes zeros for the ids of the other shards.
 #include "cuda/cuda_check.h"
 #include "cuda/device_util.cuh"
+#include "cuda/pdl.cuh"
 
 namespace volt::cuda {
 namespace {
@@ -14,6 +15,8 @@ template <WFmt F>
 __global__ void embedding_kernel(const int32_t* __restrict__ ids, const void* __restrict__ table,
                                  float* __restrict__ out, int64_t vocab, int64_t id_begin, int64_t rows,
                                  int64_t hidden, int* error) {
+    pdl_wait();  // pdl.cuh: nothing of an earlier kernel is touched before it
+    pdl_launch_dependents();
     const int64_t t = blockIdx.x;
     const int32_t id = ids[t];
     const bool valid = id >= 0 && id < vocab;
@@ -36,16 +39,16 @@ void launch_embedding(const ops::EmbeddingArgs& a, const Launch& ctx) {
     VOLT_CHECK(a.id_begin >= 0 && a.id_begin + rows <= V) << a.id_begin << " + " << rows << " rows of " << V;
     switch (a.table.format) {
         case ops::Format::kBf16:
-            embedding_kernel<WFmt::kBf16><<<grid, kThreads, 0, ctx.stream>>>(a.ids, a.table.w, a.out, V,
-                                                                             a.id_begin, rows, H, ctx.error);
+            launch_kernel(embedding_kernel<WFmt::kBf16>, grid, kThreads, 0, ctx, a.ids, a.table.w, a.out, V,
+                          a.id_begin, rows, H, ctx.error);
             break;
         case ops::Format::kF16:
-            embedding_kernel<WFmt::kF16><<<grid, kThreads, 0, ctx.stream>>>(a.ids, a.table.w, a.out, V,
-                                                                            a.id_begin, rows, H, ctx.error);
+            launch_kernel(embedding_kernel<WFmt::kF16>, grid, kThreads, 0, ctx, a.ids, a.table.w, a.out, V,
+                          a.id_begin, rows, H, ctx.error);
             break;
         case ops::Format::kF32:
-            embedding_kernel<WFmt::kF32><<<grid, kThreads, 0, ctx.stream>>>(a.ids, a.table.w, a.out, V,
-                                                                            a.id_begin, rows, H, ctx.error);
+            launch_kernel(embedding_kernel<WFmt::kF32>, grid, kThreads, 0, ctx, a.ids, a.table.w, a.out, V,
+                          a.id_begin, rows, H, ctx.error);
             break;
         default:
             VOLT_CHECK(false) << "cuda embedding: no " << ops::format_name(a.table.format) << " tables";

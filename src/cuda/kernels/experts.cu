@@ -11,6 +11,7 @@
 // gate * sigmoid(alpha gate) * (up + 1) in f32.
 #include "cuda/cuda_check.h"
 #include "cuda/device_util.cuh"
+#include "cuda/pdl.cuh"
 
 namespace volt::cuda {
 namespace {
@@ -89,6 +90,8 @@ template <EFmt F, Operand O>
 __global__ void __launch_bounds__(kThreads)
     gate_up_kernel(const float* __restrict__ x, const int32_t* __restrict__ ids, ExpertView w, int64_t top_k,
                    float limit, float alpha, float* __restrict__ act, int* error) {
+    pdl_wait();  // pdl.cuh: nothing of an earlier kernel is touched before it
+    pdl_launch_dependents();
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int64_t pair = blockIdx.x;
     const int64_t I = w.out / 2;
@@ -114,6 +117,8 @@ template <EFmt F, Operand O>
 __global__ void __launch_bounds__(kThreads)
     down_kernel(const float* __restrict__ act, const int32_t* __restrict__ ids, ExpertView w,
                 float* __restrict__ y) {
+    pdl_wait();  // pdl.cuh: nothing of an earlier kernel is touched before it
+    pdl_launch_dependents();
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int64_t pair = blockIdx.x;
     const int64_t o = static_cast<int64_t>(blockIdx.y) * kWarps + warp;
@@ -131,6 +136,8 @@ __global__ void __launch_bounds__(kThreads)
 // grid T: out[t, o] += sum_j weights[t, j] * y[t*k + j, o].
 __global__ void combine_kernel(const float* __restrict__ y, const float* __restrict__ weights, int64_t top_k,
                                int64_t hidden, float* __restrict__ out) {
+    pdl_wait();  // pdl.cuh: nothing of an earlier kernel is touched before it
+    pdl_launch_dependents();
     const int64_t t = blockIdx.x;
     for (int64_t o = threadIdx.x; o < hidden; o += kThreads) {
         float s = 0.0f;
@@ -164,18 +171,17 @@ template <EFmt F, Operand O>
 void launch_gate_up(const ops::ExpertsArgs& a, float* act, const Launch& ctx) {
     const int64_t pairs = a.num_tokens * a.top_k;
     const int64_t I = a.gate_up.out / 2;
-    gate_up_kernel<F, O>
-        <<<dim3(static_cast<unsigned>(pairs), grid_for(I, kWarps)), kThreads, 0, ctx.stream>>>(
-            a.x, a.expert_ids, view_of(a.gate_up), a.top_k, a.swiglu_limit, a.swiglu_alpha, act, ctx.error);
+    launch_kernel(gate_up_kernel<F, O>, dim3(static_cast<unsigned>(pairs), grid_for(I, kWarps)), kThreads, 0,
+                  ctx, a.x, a.expert_ids, view_of(a.gate_up), a.top_k, a.swiglu_limit, a.swiglu_alpha, act,
+                  ctx.error);
     VOLT_CUDA_CHECK_LAUNCH();
 }
 
 template <EFmt F, Operand O>
 void launch_down(const ops::ExpertsArgs& a, const float* act, float* y, const Launch& ctx) {
     const int64_t pairs = a.num_tokens * a.top_k;
-    down_kernel<F, O>
-        <<<dim3(static_cast<unsigned>(pairs), grid_for(a.down.out, kWarps)), kThreads, 0, ctx.stream>>>(
-            act, a.expert_ids, view_of(a.down), y);
+    launch_kernel(down_kernel<F, O>, dim3(static_cast<unsigned>(pairs), grid_for(a.down.out, kWarps)),
+                  kThreads, 0, ctx, act, a.expert_ids, view_of(a.down), y);
     VOLT_CUDA_CHECK_LAUNCH();
 }
 
@@ -236,8 +242,8 @@ void launch_experts(const ops::ExpertsArgs& a, float* act, float* y, const Launc
             down_for<EFmt::kF16>(a, act, y, ctx);
             break;
     }
-    combine_kernel<<<static_cast<unsigned>(a.num_tokens), kThreads, 0, ctx.stream>>>(
-        y, a.expert_weights, a.top_k, a.down.out, a.out);
+    launch_kernel(combine_kernel, static_cast<unsigned>(a.num_tokens), kThreads, 0, ctx, y, a.expert_weights,
+                  a.top_k, a.down.out, a.out);
     VOLT_CUDA_CHECK_LAUNCH();
 }
 

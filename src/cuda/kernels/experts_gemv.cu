@@ -27,6 +27,7 @@
 #include "cuda/cuda_check.h"
 #include "cuda/device_util.cuh"
 #include "cuda/mxfp4.cuh"
+#include "cuda/pdl.cuh"
 
 namespace volt::cuda {
 namespace {
@@ -196,6 +197,8 @@ __global__ void __launch_bounds__(kGuWarps * 32, kBlocksPerSm)
     gate_up_swiglu_kernel(const float* __restrict__ x, const int32_t* __restrict__ ids, Mx w, int top_k,
                           float limit, float alpha, float act_scale, uint16_t* __restrict__ act_h,
                           float* __restrict__ act_f, int* error) {
+    pdl_wait();  // pdl.cuh: nothing of an earlier kernel is touched before it
+    pdl_launch_dependents();
     extern __shared__ uint4 staged[];  // f16: [in/8] uint4 (half2 pairs); f32: [in/4] uint4 (floats)
     __shared__ float red[32];
     constexpr int kThreads = kGuWarps * 32;
@@ -298,6 +301,8 @@ __global__ void __launch_bounds__(kDnWarps * 32, kBlocksPerSm)
     down_residual_kernel(const uint16_t* __restrict__ act_h, const float* __restrict__ act_f,
                          const int32_t* __restrict__ ids, const float* __restrict__ weights, Mx w, int top_k,
                          float act_back, float* __restrict__ out) {
+    pdl_wait();  // pdl.cuh: nothing of an earlier kernel is touched before it
+    pdl_launch_dependents();
     extern __shared__ uint4 sact[];  // token t's k activations: f16 [k I / 8] uint4, f32 [k I / 4] uint4
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int64_t t = blockIdx.y, H = w.out, I = w.in, pairs_out = (H + 1) / 2;
@@ -390,13 +395,13 @@ void launch_o(const ops::ExpertsArgs& a, void* act, const Launch& ctx) {
     const int64_t per_token = std::max<int64_t>(1, resident / T);
     const int64_t g_gu = std::min<int64_t>(per_token, (k * I + kGuWarps - 1) / kGuWarps);
     const int64_t g_dn = std::min<int64_t>(per_token, ((H + 1) / 2 + kDnWarps - 1) / kDnWarps);
-    gate_up_swiglu_kernel<O><<<dim3(static_cast<unsigned>(g_gu), static_cast<unsigned>(T)), kGuWarps * 32,
-                               gu.in * eb, ctx.stream>>>(a.x, a.expert_ids, gu, k, a.swiglu_limit,
-                                                         a.swiglu_alpha, act_scale, act_h, act_f, ctx.error);
+    launch_kernel(gate_up_swiglu_kernel<O>, dim3(static_cast<unsigned>(g_gu), static_cast<unsigned>(T)),
+                  kGuWarps * 32, gu.in * eb, ctx, a.x, a.expert_ids, gu, k, a.swiglu_limit, a.swiglu_alpha,
+                  act_scale, act_h, act_f, ctx.error);
     VOLT_CUDA_CHECK_LAUNCH();
-    down_residual_kernel<O><<<dim3(static_cast<unsigned>(g_dn), static_cast<unsigned>(T)), kDnWarps * 32,
-                              k * I * eb, ctx.stream>>>(act_h, act_f, a.expert_ids, a.expert_weights, dn, k,
-                                                        O == Operand::kF32 ? 1.0f : act_back, a.out);
+    launch_kernel(down_residual_kernel<O>, dim3(static_cast<unsigned>(g_dn), static_cast<unsigned>(T)),
+                  kDnWarps * 32, k * I * eb, ctx, act_h, act_f, a.expert_ids, a.expert_weights, dn, k,
+                  O == Operand::kF32 ? 1.0f : act_back, a.out);
     VOLT_CUDA_CHECK_LAUNCH();
 }
 

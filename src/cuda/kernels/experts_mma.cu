@@ -32,6 +32,7 @@
 #include "cuda/expert_rows.cuh"
 #include "cuda/launch.h"
 #include "cuda/mxfp4.cuh"
+#include "cuda/pdl.cuh"
 
 namespace volt::cuda {
 namespace {
@@ -88,6 +89,8 @@ struct MmaParams {
 // + gridDim.x, ...; kWarps warps a block, warp w on the K slice [w nb / kWarps, (w + 1) nb / kWarps).
 template <bool kSwiglu, int kWarps>
 __global__ void __launch_bounds__(kWarps * 32) experts_mma_kernel(MmaParams p) {
+    pdl_wait();  // pdl.cuh: nothing of an earlier kernel is touched before it
+    pdl_launch_dependents();
     __shared__ float red[kWarps > 1 ? kWarps - 1 : 1][4][32];
     const int64_t N = p.N;
     const int warp = static_cast<int>(threadIdx.x >> 5), lane = static_cast<int>(threadIdx.x & 31);
@@ -206,6 +209,8 @@ __global__ void __launch_bounds__(kPrepThreads)
                            const int32_t* __restrict__ ids, int64_t pairs, int num_experts,
                            int32_t* __restrict__ list, int4* __restrict__ tiles,
                            int32_t* __restrict__ num_tiles, int* error) {
+    pdl_wait();  // pdl.cuh: nothing of an earlier kernel is touched before it
+    pdl_launch_dependents();
     __shared__ float red[32];
     __shared__ int cnt[kMaxRoutedExperts], cur[kMaxRoutedExperts];
     const int64_t r = blockIdx.x;
@@ -235,7 +240,7 @@ void launch_persistent(const MmaParams& p, int64_t max_tiles, const Launch& ctx)
     const int64_t items = max_tiles * ((p.N + kRows - 1) / kRows);
     const int64_t resident = static_cast<int64_t>(ctx.sm_count > 0 ? ctx.sm_count : 80) * per_sm;
     const auto grid = static_cast<unsigned>(std::max<int64_t>(1, std::min(items, resident)));
-    experts_mma_kernel<kSwiglu, kWarps><<<grid, kWarps * 32, 0, ctx.stream>>>(p);
+    launch_kernel(experts_mma_kernel<kSwiglu, kWarps>, grid, kWarps * 32, 0, ctx, p);
     VOLT_CUDA_CHECK_LAUNCH();
 }
 int64_t max_tiles_of(int64_t pairs, int64_t E) { return std::min(pairs, (pairs + kCols - 1) / kCols + E); }
@@ -266,9 +271,9 @@ void launch_experts_mma(const ops::ExpertsArgs& a, void* scratch, const Launch& 
     int4* tiles = sc.tiles;
 
     VOLT_CHECK(E <= kMaxRoutedExperts && rows < 2147483647);
-    experts_prepare_kernel<<<static_cast<unsigned>(rows + 1), kPrepThreads, 0, ctx.stream>>>(
-        a.x, rows, H, ctx.operand == Operand::kBf16, a16, back, a.expert_ids, pairs, static_cast<int>(E),
-        list, tiles, num_tiles, ctx.error);
+    launch_kernel(experts_prepare_kernel, static_cast<unsigned>(rows + 1), kPrepThreads, 0, ctx, a.x, rows, H,
+                  ctx.operand == Operand::kBf16, a16, back, a.expert_ids, pairs, static_cast<int>(E), list,
+                  tiles, num_tiles, ctx.error);
     VOLT_CUDA_CHECK_LAUNCH();
 
     const int sa = act_scale_exp(a.swiglu_limit);

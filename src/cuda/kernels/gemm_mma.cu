@@ -45,6 +45,7 @@
 #include "cuda/device_util.cuh"
 #include "cuda/expert_rows.cuh"
 #include "cuda/mxfp4.cuh"
+#include "cuda/pdl.cuh"
 
 namespace volt::cuda {
 namespace {
@@ -155,6 +156,8 @@ struct GemmParams {
 // choice changes no bit of any row.
 template <BKind kB, Epi kE, int BM>
 __global__ void __launch_bounds__(kThreads) gemm_kernel(GemmParams p) {
+    pdl_wait();  // pdl.cuh: nothing of an earlier kernel is touched before it
+    pdl_launch_dependents();
     constexpr int WM = BM / 32, WN = 4 / WM, NT = kBN / WN / 8;  // warp grid, n8 tiles per warp
     constexpr int AI = BM * 4 / kThreads;                        // A chunks per thread
     __shared__ __align__(16) uint16_t As[2][BM][kLds];
@@ -415,6 +418,8 @@ constexpr int kRowThreads = 256;
 __global__ void rows_to_operand_kernel(const float* __restrict__ x, DeviceVector gain, float eps, int64_t K,
                                        bool round_bf16, bool to_bf16, bool staged, int extra,
                                        uint16_t* __restrict__ out, float* __restrict__ back) {
+    pdl_wait();  // pdl.cuh: nothing of an earlier kernel is touched before it
+    pdl_launch_dependents();
     __shared__ float red[32];
     const int64_t r = blockIdx.x;
     const float* xr = x + r * K;
@@ -445,6 +450,8 @@ constexpr int kRouteThreads = 1024;
 __global__ void route_lists_kernel(const int32_t* __restrict__ ids, int64_t pairs, int num_experts, int bm,
                                    int32_t* __restrict__ list, int4* __restrict__ tiles,
                                    int32_t* __restrict__ num_tiles, int* error) {
+    pdl_wait();  // pdl.cuh: nothing of an earlier kernel is touched before it
+    pdl_launch_dependents();
     __shared__ int cnt[kMaxExperts];
     __shared__ int cur[kMaxExperts];
     route_lists_block<kRouteThreads>(ids, pairs, num_experts, bm, list, tiles, num_tiles, error, cnt, cur);
@@ -454,6 +461,8 @@ __global__ void route_lists_kernel(const int32_t* __restrict__ ids, int64_t pair
 __global__ void experts_combine_kernel(const float* __restrict__ y, const int32_t* __restrict__ ids,
                                        const float* __restrict__ weights, int64_t H, int top_k,
                                        int num_experts, float* __restrict__ out) {
+    pdl_wait();  // pdl.cuh: nothing of an earlier kernel is touched before it
+    pdl_launch_dependents();
     const int64_t t = blockIdx.x;
     for (int64_t o = blockIdx.y * static_cast<int64_t>(blockDim.x) + threadIdx.x; o < H;
          o += static_cast<int64_t>(gridDim.y) * blockDim.x) {
@@ -473,7 +482,7 @@ template <BKind kB, Epi kE, int BM = kBM>
 void launch_gemm(const GemmParams& p, unsigned grid_x, const Launch& ctx) {
     const unsigned grid_y = static_cast<unsigned>((p.N + kBN - 1) / kBN);
     VOLT_CHECK(grid_x > 0 && grid_x <= 2147483647u && grid_y <= 65535u) << grid_x << " x " << grid_y;
-    gemm_kernel<kB, kE, BM><<<dim3(grid_x, grid_y), kThreads, 0, ctx.stream>>>(p);
+    launch_kernel(gemm_kernel<kB, kE, BM>, dim3(grid_x, grid_y), kThreads, 0, ctx, p);
     VOLT_CUDA_CHECK_LAUNCH();
 }
 
@@ -482,8 +491,8 @@ void launch_gemm(const GemmParams& p, unsigned grid_x, const Launch& ctx) {
 void launch_route_lists(const int32_t* ids, int64_t pairs, int64_t num_experts, int bm, int32_t* list,
                         int4* tiles, int32_t* num_tiles, const Launch& ctx) {
     VOLT_CHECK(num_experts > 0 && num_experts <= kMaxExperts && bm > 0 && pairs < (int64_t{1} << 31));
-    route_lists_kernel<<<1, kRouteThreads, 0, ctx.stream>>>(ids, pairs, static_cast<int>(num_experts), bm,
-                                                            list, tiles, num_tiles, ctx.error);
+    launch_kernel(route_lists_kernel, 1, kRouteThreads, 0, ctx, ids, pairs, static_cast<int>(num_experts), bm,
+                  list, tiles, num_tiles, ctx.error);
     VOLT_CUDA_CHECK_LAUNCH();
 }
 
@@ -492,8 +501,8 @@ void launch_experts_combine(const float* y, const int32_t* ids, const float* wei
     if (rows <= 0) return;
     VOLT_CHECK(rows < (int64_t{1} << 31));
     const auto cy = static_cast<unsigned>(std::min<int64_t>((H + 255) / 256, 65535));
-    experts_combine_kernel<<<dim3(static_cast<unsigned>(rows), cy), 256, 0, ctx.stream>>>(
-        y, ids, weights, H, static_cast<int>(top_k), static_cast<int>(num_experts), out);
+    launch_kernel(experts_combine_kernel, dim3(static_cast<unsigned>(rows), cy), 256, 0, ctx, y, ids, weights,
+                  H, static_cast<int>(top_k), static_cast<int>(num_experts), out);
     VOLT_CUDA_CHECK_LAUNCH();
 }
 
@@ -516,9 +525,9 @@ void launch_rows_to_operand(const float* x, const ops::VectorWeight& gain, float
     if (rows <= 0) return;
     VOLT_CHECK(operand != Operand::kF32 && rows < (int64_t{1} << 31));
     VOLT_CHECK(gain.data == nullptr || gain.format == ops::Format::kF32);
-    rows_to_operand_kernel<<<static_cast<unsigned>(rows), kRowThreads, 0, ctx.stream>>>(
-        x, device_vector(gain), eps, K, operand == Operand::kBf16, operand == Operand::kBf16, staged,
-        extra_exp, out, back);
+    launch_kernel(rows_to_operand_kernel, static_cast<unsigned>(rows), kRowThreads, 0, ctx, x,
+                  device_vector(gain), eps, K, operand == Operand::kBf16, operand == Operand::kBf16, staged,
+                  extra_exp, out, back);
     VOLT_CUDA_CHECK_LAUNCH();
 }
 
@@ -602,8 +611,8 @@ void launch_gemm_experts(const ops::ExpertsArgs& a, int64_t rows, void* scratch,
     float* y = sc.y;
 
     // A of gate_up: x rows in f16 (bf16-rounded first under --dtype bfloat16), staged, back x 2^14.
-    rows_to_operand_kernel<<<static_cast<unsigned>(rows), kRowThreads, 0, ctx.stream>>>(
-        a.x, DeviceVector{}, 0.0f, H, ctx.operand == Operand::kBf16, false, true, 14, a16, back);
+    launch_kernel(rows_to_operand_kernel, static_cast<unsigned>(rows), kRowThreads, 0, ctx, a.x,
+                  DeviceVector{}, 0.0f, H, ctx.operand == Operand::kBf16, false, true, 14, a16, back);
     VOLT_CUDA_CHECK_LAUNCH();
     launch_route_lists(a.expert_ids, pairs, E, bm, list, tiles, num_tiles, ctx);
 

@@ -26,6 +26,7 @@
 
 #include "cuda/cuda_check.h"
 #include "cuda/device_util.cuh"
+#include "cuda/pdl.cuh"
 
 namespace volt::cuda {
 namespace {
@@ -520,6 +521,9 @@ __global__ void __launch_bounds__(kThreads, min_blocks_per_sm<F, O, kTile>())
     gemv_kernel(const float* __restrict__ x, const int32_t* __restrict__ rows, const void* __restrict__ w,
                 GemvIntMeta im, DeviceVector bias, GemvOut dst, GemvNorm norm, int64_t num_rows, int64_t out,
                 int64_t in, int* error) {
+    // pdl.cuh: the one-row path below issues its first weight loads before pdl_wait (weights are written by
+    // no kernel); everything else waits first.
+    pdl_launch_dependents();
     static_assert(kTile == 1 || kTile == kRows, "tiles of 1 or kRows rows");
     constexpr int kSplit = FmtTraits<F>::kSplit, kOuts = kOutsOf<F>, kPipe = FmtTraits<F>::kPipe;
     constexpr bool kH = kHalfPath<F, O>;  // integer weights, f16/bf16 operands: x staged as f16
@@ -597,17 +601,25 @@ __global__ void __launch_bounds__(kThreads, min_blocks_per_sm<F, O, kTile>())
                 return src;
             };
             // Without a norm the first group's loads are in flight while x is staged; with one, x is
-            // normed and staged first (the loads held across the reduction would need more registers).
+            // normed and staged first (the loads held across the reduction would need more registers),
+            // except in sm_90 code, where they are issued before pdl_wait to overlap the previous kernel's
+            // end (pdl.cuh; the registers are checked by scripts/cuda-check.sh's sm_90 build).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+            constexpr bool kLoadBeforeNorm = true;
+#else
+            constexpr bool kLoadBeforeNorm = false;
+#endif
             const bool normed = norm.gain.data != nullptr;
             uint4 next[kPipe];
             uint32_t next_m[kPipe];
-            if (!normed) load(blockIdx.x, next, next_m);
+            if (!normed || kLoadBeforeNorm) load(blockIdx.x, next, next_m);
+            pdl_wait();  // x, rows and the outputs come from or go to other kernels
             for (int64_t r = r_begin; r < r_end; ++r) {  // one row (rows == 1 launches)
                 const int64_t src = source(r);
                 if (normed) {
                     const float inv = row_inv_rms(x + src * in, in, norm, norm_red);
                     stage(0, src, inv, r);
-                    if (r == r_begin) load(blockIdx.x, next, next_m);
+                    if (r == r_begin && !kLoadBeforeNorm) load(blockIdx.x, next, next_m);
                 } else {
                     stage(0, src, 1.0f, r);
                 }
@@ -642,6 +654,7 @@ __global__ void __launch_bounds__(kThreads, min_blocks_per_sm<F, O, kTile>())
             return;
         }
     }
+    pdl_wait();
     for (int64_t r0 = r_begin; r0 < r_end; r0 += kTile) {
         const int nr = static_cast<int>(min64(kTile, r_end - r0));
         __syncthreads();  // the previous tile's x is no longer read
@@ -753,13 +766,13 @@ void launch_op(const ops::LinearArgs& a, int64_t rows, const GemvOut& dst, const
     if (one) {
         auto* k = gemv_kernel<F, OP, 1>;
         allow_smem(k, smem);
-        k<<<grid, kThreads, smem, ctx.stream>>>(a.x, a.rows, w.w, im, b, dst, nm, rows, w.out, w.in,
-                                                ctx.error);
+        launch_kernel(k, grid, kThreads, smem, ctx, a.x, a.rows, w.w, im, b, dst, nm, rows, w.out, w.in,
+                      ctx.error);
     } else {
         auto* k = gemv_kernel<F, OP, kRows>;
         allow_smem(k, smem);
-        k<<<grid, kThreads, smem, ctx.stream>>>(a.x, a.rows, w.w, im, b, dst, nm, rows, w.out, w.in,
-                                                ctx.error);
+        launch_kernel(k, grid, kThreads, smem, ctx, a.x, a.rows, w.w, im, b, dst, nm, rows, w.out, w.in,
+                      ctx.error);
     }
     VOLT_CUDA_CHECK_LAUNCH();
 }

@@ -6,6 +6,7 @@
 // Reference: cpu::kv_write; checked by volt_op_test kv_write / qkv_rope_kvwrite --kv int8.
 #include "cuda/cuda_check.h"
 #include "cuda/device_util.cuh"
+#include "cuda/pdl.cuh"
 
 namespace volt::cuda {
 namespace {
@@ -16,6 +17,8 @@ template <bool kF16>
 __global__ void kv_write_kernel(const float* __restrict__ k, const float* __restrict__ v,
                                 const int64_t* __restrict__ slots, void* __restrict__ kc,
                                 void* __restrict__ vc, int64_t row, int64_t num_slots, int* error) {
+    pdl_wait();  // pdl.cuh: nothing of an earlier kernel is touched before it
+    pdl_launch_dependents();
     const int64_t t = blockIdx.x;
     const int64_t slot = slots[t];
     if (slot < 0) return;
@@ -41,6 +44,8 @@ __global__ void __launch_bounds__(kThreads)
                          const int64_t* __restrict__ slots, int8_t* __restrict__ kc, int8_t* __restrict__ vc,
                          float* __restrict__ ks, float* __restrict__ vs, int64_t nkv, int64_t d,
                          int64_t num_slots, int* error) {
+    pdl_wait();  // pdl.cuh: nothing of an earlier kernel is touched before it
+    pdl_launch_dependents();
     const int64_t t = blockIdx.x;
     const int64_t slot = slots[t];
     if (slot < 0) return;
@@ -85,15 +90,15 @@ void launch_kv_write(const ops::KvWriteArgs& a, const Launch& ctx) {
     const unsigned grid = static_cast<unsigned>(a.num_tokens);
     if (a.kv.format == ops::Format::kInt8) {
         VOLT_CHECK(a.kv.k_scales != nullptr && a.kv.v_scales != nullptr) << "int8 KV cache without scales";
-        kv_write_int8_kernel<<<grid, kThreads, 0, ctx.stream>>>(
-            a.k, a.v, a.slot_mapping, static_cast<int8_t*>(a.kv.k), static_cast<int8_t*>(a.kv.v),
-            a.kv.k_scales, a.kv.v_scales, a.num_kv_heads, a.head_dim, slots, ctx.error);
+        launch_kernel(kv_write_int8_kernel, grid, kThreads, 0, ctx, a.k, a.v, a.slot_mapping,
+                      static_cast<int8_t*>(a.kv.k), static_cast<int8_t*>(a.kv.v), a.kv.k_scales,
+                      a.kv.v_scales, a.num_kv_heads, a.head_dim, slots, ctx.error);
     } else if (a.kv.format == ops::Format::kF16)
-        kv_write_kernel<true><<<grid, kThreads, 0, ctx.stream>>>(a.k, a.v, a.slot_mapping, a.kv.k, a.kv.v,
-                                                                 row, slots, ctx.error);
+        launch_kernel(kv_write_kernel<true>, grid, kThreads, 0, ctx, a.k, a.v, a.slot_mapping, a.kv.k, a.kv.v,
+                      row, slots, ctx.error);
     else
-        kv_write_kernel<false><<<grid, kThreads, 0, ctx.stream>>>(a.k, a.v, a.slot_mapping, a.kv.k, a.kv.v,
-                                                                  row, slots, ctx.error);
+        launch_kernel(kv_write_kernel<false>, grid, kThreads, 0, ctx, a.k, a.v, a.slot_mapping, a.kv.k,
+                      a.kv.v, row, slots, ctx.error);
     VOLT_CUDA_CHECK_LAUNCH();
 }
 

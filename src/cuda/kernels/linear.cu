@@ -8,6 +8,7 @@
 // the fast GEMV/GEMM of issue 14 must keep a batch-independent order per shape.
 #include "cuda/cuda_check.h"
 #include "cuda/device_util.cuh"
+#include "cuda/pdl.cuh"
 
 namespace volt::cuda {
 namespace {
@@ -22,6 +23,8 @@ __global__ void __launch_bounds__(kThreads)
     linear_kernel(const float* __restrict__ x, const int32_t* __restrict__ rows, const void* __restrict__ w,
                   const void* __restrict__ wmeta, int64_t group, DeviceVector bias, float* __restrict__ y,
                   int64_t num_rows, int64_t out, int64_t in, int* error) {
+    pdl_wait();  // pdl.cuh: nothing of an earlier kernel is touched before it
+    pdl_launch_dependents();
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int64_t o = static_cast<int64_t>(blockIdx.x) * kWarps + warp;
     if (o >= out) return;
@@ -74,16 +77,16 @@ void launch_format(const ops::LinearArgs& a, Operand op, int64_t rows, const Lau
     const void* meta = F == WFmt::kInt8 ? static_cast<const void*>(w.scales) : w.zeros;
     switch (op) {
         case Operand::kF32:
-            linear_kernel<F, Operand::kF32><<<grid, kThreads, 0, ctx.stream>>>(
-                a.x, a.rows, w.w, meta, w.group_size, b, a.y, rows, w.out, w.in, ctx.error);
+            launch_kernel(linear_kernel<F, Operand::kF32>, grid, kThreads, 0, ctx, a.x, a.rows, w.w, meta,
+                          w.group_size, b, a.y, rows, w.out, w.in, ctx.error);
             break;
         case Operand::kF16:
-            linear_kernel<F, Operand::kF16><<<grid, kThreads, 0, ctx.stream>>>(
-                a.x, a.rows, w.w, meta, w.group_size, b, a.y, rows, w.out, w.in, ctx.error);
+            launch_kernel(linear_kernel<F, Operand::kF16>, grid, kThreads, 0, ctx, a.x, a.rows, w.w, meta,
+                          w.group_size, b, a.y, rows, w.out, w.in, ctx.error);
             break;
         case Operand::kBf16:
-            linear_kernel<F, Operand::kBf16><<<grid, kThreads, 0, ctx.stream>>>(
-                a.x, a.rows, w.w, meta, w.group_size, b, a.y, rows, w.out, w.in, ctx.error);
+            launch_kernel(linear_kernel<F, Operand::kBf16>, grid, kThreads, 0, ctx, a.x, a.rows, w.w, meta,
+                          w.group_size, b, a.y, rows, w.out, w.in, ctx.error);
             break;
     }
     VOLT_CUDA_CHECK_LAUNCH();

@@ -4,6 +4,7 @@
 // null (each thread rewrites only the elements it read, after the reduction's barrier).
 #include "cuda/cuda_check.h"
 #include "cuda/device_util.cuh"
+#include "cuda/pdl.cuh"
 
 namespace volt::cuda {
 namespace {
@@ -12,6 +13,8 @@ constexpr int kThreads = 256;
 
 __global__ void rmsnorm_kernel(const float* x, DeviceVector w, float* y, int64_t hidden, float eps,
                                const int32_t* __restrict__ rows, int* error) {
+    pdl_wait();  // pdl.cuh: nothing of an earlier kernel is touched before it
+    pdl_launch_dependents();
     __shared__ float smem[32];
     const int64_t r = blockIdx.x;
     int64_t src = r;
@@ -36,8 +39,8 @@ __global__ void rmsnorm_kernel(const float* x, DeviceVector w, float* y, int64_t
 void launch_rmsnorm(const ops::RmsNormArgs& a, const Launch& ctx) {
     if (a.num_rows <= 0) return;
     VOLT_CHECK(a.num_rows < (int64_t{1} << 31)) << a.num_rows;
-    rmsnorm_kernel<<<static_cast<unsigned>(a.num_rows), kThreads, 0, ctx.stream>>>(
-        a.x, device_vector(a.w), a.y, a.hidden, a.eps, a.rows, ctx.error);
+    launch_kernel(rmsnorm_kernel, static_cast<unsigned>(a.num_rows), kThreads, 0, ctx, a.x,
+                  device_vector(a.w), a.y, a.hidden, a.eps, a.rows, ctx.error);
     VOLT_CUDA_CHECK_LAUNCH();
 }
 

@@ -10,6 +10,7 @@
 
 #include "cuda/cuda_check.h"
 #include "cuda/device_util.cuh"
+#include "cuda/pdl.cuh"
 
 namespace volt::cuda {
 namespace {
@@ -32,6 +33,8 @@ __device__ __forceinline__ void token_angles(int32_t position, const float* __re
 __global__ void rope_kernel(float* __restrict__ q, float* __restrict__ k,
                             const int32_t* __restrict__ positions, const float* __restrict__ inv_freq,
                             float mscale, int64_t nh, int64_t nkv, int64_t d, int64_t heads_per_block) {
+    pdl_wait();  // pdl.cuh: nothing of an earlier kernel is touched before it
+    pdl_launch_dependents();
     __shared__ float cs[2][kMaxHalf];  // cos and sin of the token's angles, shared by every head
     const int64_t t = blockIdx.x;
     const int64_t half = d / 2;
@@ -62,6 +65,8 @@ __global__ void rope_kv_write_kernel(float* __restrict__ q, float* __restrict__ 
                                      int64_t nkv, int64_t d, int64_t heads_per_block,
                                      const int64_t* __restrict__ slots, void* __restrict__ kc,
                                      void* __restrict__ vc, int64_t num_slots, int* error) {
+    pdl_wait();  // pdl.cuh: nothing of an earlier kernel is touched before it
+    pdl_launch_dependents();
     __shared__ float cs[2][kMaxHalf];
     const int64_t t = blockIdx.x;
     const int64_t half = d / 2;
@@ -115,9 +120,9 @@ void launch_rope(const ops::RopeArgs& a, const Launch& ctx) {
     const int64_t per_block = half >= kThreads ? 1 : kThreads / half;
     const int64_t groups = std::max<int64_t>(1, (a.num_heads + a.num_kv_heads + per_block - 1) / per_block);
     VOLT_CHECK(groups <= 65535) << "rope: " << a.num_heads + a.num_kv_heads << " heads";
-    rope_kernel<<<dim3(static_cast<unsigned>(a.num_tokens), static_cast<unsigned>(groups)), kThreads, 0,
-                  ctx.stream>>>(a.q, a.k, a.positions, a.inv_freq, a.mscale, a.num_heads, a.num_kv_heads,
-                                a.head_dim, per_block);
+    launch_kernel(rope_kernel, dim3(static_cast<unsigned>(a.num_tokens), static_cast<unsigned>(groups)),
+                  kThreads, 0, ctx, a.q, a.k, a.positions, a.inv_freq, a.mscale, a.num_heads, a.num_kv_heads,
+                  a.head_dim, per_block);
     VOLT_CUDA_CHECK_LAUNCH();
 }
 
@@ -139,13 +144,13 @@ void launch_rope_kv_write(const ops::RopeArgs& a, const ops::KvWriteArgs& w, con
     const dim3 grid(static_cast<unsigned>(a.num_tokens), static_cast<unsigned>(groups));
     const int64_t slots = w.kv.num_blocks * w.kv.block_size;
     if (w.kv.format == ops::Format::kF16)
-        rope_kv_write_kernel<true><<<grid, kThreads, 0, ctx.stream>>>(
-            a.q, a.k, w.v, a.positions, a.inv_freq, a.mscale, a.num_heads, a.num_kv_heads, a.head_dim,
-            per_block, w.slot_mapping, w.kv.k, w.kv.v, slots, ctx.error);
+        launch_kernel(rope_kv_write_kernel<true>, grid, kThreads, 0, ctx, a.q, a.k, w.v, a.positions,
+                      a.inv_freq, a.mscale, a.num_heads, a.num_kv_heads, a.head_dim, per_block,
+                      w.slot_mapping, w.kv.k, w.kv.v, slots, ctx.error);
     else
-        rope_kv_write_kernel<false><<<grid, kThreads, 0, ctx.stream>>>(
-            a.q, a.k, w.v, a.positions, a.inv_freq, a.mscale, a.num_heads, a.num_kv_heads, a.head_dim,
-            per_block, w.slot_mapping, w.kv.k, w.kv.v, slots, ctx.error);
+        launch_kernel(rope_kv_write_kernel<false>, grid, kThreads, 0, ctx, a.q, a.k, w.v, a.positions,
+                      a.inv_freq, a.mscale, a.num_heads, a.num_kv_heads, a.head_dim, per_block,
+                      w.slot_mapping, w.kv.k, w.kv.v, slots, ctx.error);
     VOLT_CUDA_CHECK_LAUNCH();
 }
 

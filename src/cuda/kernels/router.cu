@@ -7,12 +7,15 @@
 // global memory. Both give the same bits.
 #include "cuda/cuda_check.h"
 #include "cuda/device_util.cuh"
+#include "cuda/pdl.cuh"
 
 namespace volt::cuda {
 namespace {
 
 __global__ void router_topk_kernel(const float* __restrict__ logits, int64_t num_experts, int64_t top_k,
                                    int32_t* __restrict__ ids, float* __restrict__ weights) {
+    pdl_wait();  // pdl.cuh: nothing of an earlier kernel is touched before it
+    pdl_launch_dependents();
     const int lane = threadIdx.x;
     const int64_t t = blockIdx.x;
     const float* row = logits + t * num_experts;
@@ -47,6 +50,8 @@ __global__ void router_topk_kernel(const float* __restrict__ logits, int64_t num
 template <int kPerLane>
 __global__ void router_topk_reg_kernel(const float* __restrict__ logits, int64_t num_experts, int64_t top_k,
                                        int32_t* __restrict__ ids, float* __restrict__ weights) {
+    pdl_wait();  // pdl.cuh: nothing of an earlier kernel is touched before it
+    pdl_launch_dependents();
     const int64_t t = blockIdx.x;
     warp_topk_softmax<kPerLane>(logits + t * num_experts, num_experts, top_k, ids + t * top_k,
                                 weights + t * top_k);
@@ -61,20 +66,20 @@ void launch_router_topk(const float* logits, int64_t num_tokens, int64_t num_exp
     VOLT_CHECK(num_tokens < (int64_t{1} << 31) && num_experts < (int64_t{1} << 31));
     const unsigned grid = static_cast<unsigned>(num_tokens);
     if (top_k > 32 || num_experts > 256) {
-        router_topk_kernel<<<grid, 32, 0, ctx.stream>>>(logits, num_experts, top_k, expert_ids,
-                                                        expert_weights);
+        launch_kernel(router_topk_kernel, grid, 32, 0, ctx, logits, num_experts, top_k, expert_ids,
+                      expert_weights);
     } else if (num_experts <= 32) {
-        router_topk_reg_kernel<1>
-            <<<grid, 32, 0, ctx.stream>>>(logits, num_experts, top_k, expert_ids, expert_weights);
+        launch_kernel(router_topk_reg_kernel<1>, grid, 32, 0, ctx, logits, num_experts, top_k, expert_ids,
+                      expert_weights);
     } else if (num_experts <= 64) {
-        router_topk_reg_kernel<2>
-            <<<grid, 32, 0, ctx.stream>>>(logits, num_experts, top_k, expert_ids, expert_weights);
+        launch_kernel(router_topk_reg_kernel<2>, grid, 32, 0, ctx, logits, num_experts, top_k, expert_ids,
+                      expert_weights);
     } else if (num_experts <= 128) {
-        router_topk_reg_kernel<4>
-            <<<grid, 32, 0, ctx.stream>>>(logits, num_experts, top_k, expert_ids, expert_weights);
+        launch_kernel(router_topk_reg_kernel<4>, grid, 32, 0, ctx, logits, num_experts, top_k, expert_ids,
+                      expert_weights);
     } else {
-        router_topk_reg_kernel<8>
-            <<<grid, 32, 0, ctx.stream>>>(logits, num_experts, top_k, expert_ids, expert_weights);
+        launch_kernel(router_topk_reg_kernel<8>, grid, 32, 0, ctx, logits, num_experts, top_k, expert_ids,
+                      expert_weights);
     }
     VOLT_CUDA_CHECK_LAUNCH();
 }

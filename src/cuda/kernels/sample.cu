@@ -15,6 +15,7 @@
 
 #include "cuda/cuda_check.h"
 #include "cuda/device_util.cuh"
+#include "cuda/pdl.cuh"
 
 namespace volt::cuda {
 namespace {
@@ -48,6 +49,8 @@ struct Smem {
 __global__ void __launch_bounds__(kThreads)
     sample_kernel(ops::SampleArgs a, int64_t row0, float* __restrict__ w_scratch,
                   int32_t* __restrict__ flags_scratch, int* error) {
+    pdl_wait();  // pdl.cuh: nothing of an earlier kernel is touched before it
+    pdl_launch_dependents();
     __shared__ Smem sm;
     const int tid = threadIdx.x;
     const int64_t r = row0 + blockIdx.x;
@@ -340,7 +343,7 @@ void launch_sample(const ops::SampleArgs& a, void* scratch, int64_t rows_per_lau
     auto* flags = reinterpret_cast<int32_t*>(w + rows_per_launch * a.vocab_size_real);
     for (int64_t r0 = 0; r0 < a.num_rows; r0 += rows_per_launch) {
         const int64_t n = std::min(rows_per_launch, a.num_rows - r0);
-        sample_kernel<<<static_cast<unsigned>(n), kThreads, 0, ctx.stream>>>(a, r0, w, flags, ctx.error);
+        launch_kernel(sample_kernel, static_cast<unsigned>(n), kThreads, 0, ctx, a, r0, w, flags, ctx.error);
         VOLT_CUDA_CHECK_LAUNCH();
     }
 }
