@@ -248,7 +248,7 @@ allreduce() {
     return 77
   fi
   [ -x "$B/cuda_backend_test" ] || { echo '{"skipped": "no cuda_backend_test in the bundle"}' >"$W/allreduce.json"; return 77; }
-  timeout "$(($(left) < 120 ? $(left) : 120))" "$B/cuda_backend_test" --gtest_color=no \
+  timeout "$(($(left) < 120 ? ($(left) > 1 ? $(left) : 1) : 120))" "$B/cuda_backend_test" --gtest_color=no \
     --gtest_also_run_disabled_tests --gtest_filter='CudaCommBench.*' >"$W/allreduce.out" 2>&1
   local rc=$?
   cat "$W/allreduce.out"
@@ -289,11 +289,11 @@ ids() {
         [ "$tp" -gt 1 ] && extra=(--tensor-parallel-size "$tp" "${SAME[@]}")
         timeout 60 "$V" --log-level warning generate --device "$DEV" --dtype "$dt" --model "$model" \
           --prompt-ids "$prompt" --max-tokens 64 --temperature 0 --ignore-eos "${extra[@]}" \
-          >"$W/ids_${name}_${dt}_tp$tp.out" 2>"$L/ids_${name}_${dt}_tp$tp.log" || rc=1
+          >"$L/ids_${name}_${dt}_tp$tp.out" 2>"$L/ids_${name}_${dt}_tp$tp.log" || rc=1
       done
       for tp in $tps; do
         local same=DIFF
-        if [ -s "$W/ids_${name}_${dt}_tp$tp.out" ] && cmp -s "$W/ids_${name}_${dt}_tp1.out" "$W/ids_${name}_${dt}_tp$tp.out"; then
+        if [ -s "$L/ids_${name}_${dt}_tp$tp.out" ] && cmp -s "$L/ids_${name}_${dt}_tp1.out" "$L/ids_${name}_${dt}_tp$tp.out"; then
           same=SAME
         fi
         echo "ids $name --dtype $dt TP $tp vs TP 1: $same"
@@ -390,6 +390,8 @@ print(json.dumps(out))' "$port" >"$W/recipe_requests.json" 2>"$L/recipe_client.l
     cat "$W/recipe_requests.json"
   fi
   kill -TERM "$pid" 2>/dev/null
+  for i in $(seq 1 150); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done  # 30 s to shut down
+  kill -0 "$pid" 2>/dev/null && { echo "serve did not exit 30 s after SIGTERM: killed"; kill -KILL "$pid"; }
   wait "$pid" 2>/dev/null
   rc=$?
   [ -n "${mon:-}" ] && { kill "$mon" 2>/dev/null; wait "$mon" 2>/dev/null; }
