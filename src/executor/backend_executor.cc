@@ -602,6 +602,29 @@ void BackendExecutor::copy_blocks(int i, const StepBatch& b) {
     }
 }
 
+int64_t BackendExecutor::micro_batches_for(int64_t num_seqs) const {
+    const int P = group_->parallel().pipeline_parallel_size;
+    if (P <= 1) return 1;
+    const int64_t m = micro_batches_ > 0 ? micro_batches_ : P;
+    return std::clamp<int64_t>(std::min(m, num_seqs), 1, std::max<int64_t>(num_seqs, 1));
+}
+
+Status BackendExecutor::sample_micro(const StepBatch& b, const MicroStep& ms, int64_t first, int64_t count,
+                                     const float* logits) {
+    const int64_t V = weights_->config.vocab_size, V_real = b.vocab_size_real > 0 ? b.vocab_size_real : V;
+    for (int64_t j = first; j < first + count;) {
+        // A run of consecutive step rows: sampled together, into the step's rows.
+        int64_t n = 1;
+        while (j + n < first + count && ms.logits_index[j + n] == ms.logits_index[j] + n) ++n;
+        const int64_t row = ms.logits_index[j];
+        const std::vector<ops::SampleRow>& rows =
+            builder_.sample_rows(b, row, n, logits + (j - first) * V, V);
+        VOLT_RETURN_IF_ERROR(sample_chunk(rows, row, V, V_real));
+        j += n;
+    }
+    return Status::ok();
+}
+
 Status BackendExecutor::run_rank(int i, const StepBatch& b, const model::HostStep& step) {
     Rank& r = group_->rank(i);
     RankState& st = states_[i];
@@ -610,6 +633,32 @@ Status BackendExecutor::run_rank(int i, const StepBatch& b, const model::HostSte
     if (r.pp_comm) r.pp_comm->begin_step(step_count_);
     swap_rank(i, b);  // before the copies and KV writes that may reuse the swapped-out blocks
     copy_blocks(i, b);
+    if (!micro_.empty()) {
+        // Micro-batches in order on every rank: a stage's send is buffered (ops::Communicator), so it
+        // goes on to micro-batch m + 1 while the next stage runs m; every rank issues the same collectives
+        // in the same order (per micro-batch: the tp all-reduces, one send / recv per stage boundary, the
+        // logits gather). Each micro-batch writes the KV of its own sequences only.
+        if (st.micro_uploads.size() < micro_.size()) st.micro_uploads.resize(micro_.size());
+        int64_t bytes = 0;
+        for (size_t m = 0; m < micro_.size(); ++m) {
+            const MicroStep& ms = micro_[m];
+            VOLT_ASSIGN_OR_RETURN(
+                model::ForwardBatch fb,
+                st.micro_uploads[m].upload(*r.backend, ms.step, nullptr, nullptr, &st.tables));
+            bytes += st.micro_uploads[m].last_input_bytes();
+            Status sampled = Status::ok();
+            VOLT_RETURN_IF_ERROR(r.forward->run(fb, st.cache.layers(), st.ws,
+                                                [&](int64_t first, int64_t count, const float* logits) {
+                                                    if (sampled.is_ok())
+                                                        sampled = sample_micro(b, ms, first, count, logits);
+                                                }));
+            VOLT_RETURN_IF_ERROR(sampled);
+        }
+        if (i == 0) last_input_bytes_ = bytes;
+        if (r.tp_comm) VOLT_RETURN_IF_ERROR(r.tp_comm->finish_step());
+        if (r.pp_comm) VOLT_RETURN_IF_ERROR(r.pp_comm->finish_step());
+        return Status::ok();
+    }
     VOLT_ASSIGN_OR_RETURN(model::ForwardBatch fb,
                           st.upload.upload(*r.backend, step, nullptr, nullptr, &st.tables));
     if (i == 0) last_input_bytes_ = st.upload.last_input_bytes();
@@ -653,6 +702,13 @@ Status BackendExecutor::run(const StepBatch& b, StepResult* result) {
     if (step.num_prompt_rows == 0 && graph_eligible(b)) {
         VOLT_RETURN_IF_ERROR(run_graph(b, step));
     } else {
+        // Pipeline micro-batches: cut from the StepBatch alone (its sequences' rows), so every rank and
+        // every process cuts the same way.
+        const int64_t m = micro_batches_for(b.num_seqs);
+        micro_.clear();
+        if (m > 1) builder_.micro_steps(split_micro_batches(b.query_start_loc, m), &micro_);
+        if (micro_observer_) micro_observer_(b, micro_);
+        micro_batches_run_ += std::max<int64_t>(1, static_cast<int64_t>(micro_.size()));
         // Every rank runs the same step (so all issue the same collectives); only the output rank samples.
         Status s = group_->run([&](int i) { return run_rank(i, b, step); });
         if (s.is_ok() && process_) s = exchange_result(R);

@@ -18,7 +18,9 @@
 // draws it kept): tensor / pipeline parallel ranks, process ranks, and set_resolve_on_host (tests).
 // Tensor / pipeline parallel (create_parallel): the model's ranks (executor/rank_group.h) each run the
 // same step on their shard and KV cache (their own KV heads, their stage's layers) on their own thread;
-// the output rank (tp 0 of the last stage) samples on the gathered logits (docs/parallel.md).
+// the output rank (tp 0 of the last stage) samples on the gathered logits (docs/parallel.md). At pipeline
+// parallel size > 1 a step runs as micro-batches of whole sequences, in order on every rank, so the stages
+// overlap within the step (set_pipeline_micro_batches; docs/parallel.md "Micro-batches").
 // KV swap (StepBatch::swap_out / swap_in): every rank keeps a host swap pool per KV group for its own
 // shard (ops::Backend::alloc_host: pinned on a GPU) and swaps its own blocks, first in each step.
 // Process ranks (create_process_rank: the engine across processes, docs/parallel.md "Several
@@ -152,6 +154,25 @@ class BackendExecutor : public SyncExecutor {
     int64_t async_steps() const { return async_next_; }
     int64_t device_deferred_resolved() const { return device_deferred_; }
 
+    // Pipeline micro-batches (docs/parallel.md "Micro-batches"): at pipeline parallel size P > 1 a step's
+    // sequences are cut into min(M, S) micro-batches of whole sequences (split_micro_batches) that every
+    // rank runs in order, each stage sending a micro-batch's activations on and starting the next while
+    // the stage after it works on the first (GPipe's fill and drain inside one step); the output rank
+    // samples each micro-batch's logits rows into the step's rows. M = 0 (the default) is P; 1 runs the
+    // step whole (one micro-batch). Ignored at P = 1. Each sequence's logits are bitwise those of M = 1 (the
+    // ops compute a row from its own sequence alone). Process ranks: every process must use the same M
+    // (make_process_rank puts it in the group's fingerprint). Set it before the first step.
+    void set_pipeline_micro_batches(int m) { micro_batches_ = m < 0 ? 0 : m; }
+    // The micro-batch count a step of `num_seqs` sequences runs as (1 at P = 1).
+    int64_t micro_batches_for(int64_t num_seqs) const;
+    // Tests: called in run() on the engine's thread with each step the ranks run and the micro-batches it
+    // runs as (empty: the step runs whole).
+    using MicroBatchObserver =
+        std::function<void(const engine::StepBatch& b, const std::vector<MicroStep>& micro)>;
+    void set_micro_batch_observer(MicroBatchObserver o) { micro_observer_ = std::move(o); }
+    // Micro-batches run so far (a step run whole counts 1).
+    int64_t micro_batches_run() const { return micro_batches_run_; }
+
     // The asynchronous path where it is on (is_async), else SyncExecutor's. submit: errors are the
     // step's, as run's; collect: the oldest step in submission order, which must be `handle`.
     Result<engine::StepHandle> submit(const engine::StepBatch& batch) override;
@@ -201,8 +222,13 @@ class BackendExecutor : public SyncExecutor {
         model::DeviceBlockTables tables;  // by seq_slot, changed by each step's table pairs
         std::vector<int32_t> copy_src, copy_dst;
         std::vector<ops::KvLayer> group_layers;
+        std::vector<model::StepUpload> micro_uploads;  // [micro-batch] their own inputs' buffers
     };
     Status run_rank(int i, const engine::StepBatch& b, const model::HostStep& step);
+    // The sample op on the logits of a micro-batch's rows [first, first + count) (logits [count, V] in
+    // backend memory): each run of consecutive step rows sampled into the step's rows.
+    Status sample_micro(const engine::StepBatch& b, const MicroStep& ms, int64_t first, int64_t count,
+                        const float* logits);
     // Process ranks: the control messages from rank 0 to the workers, and the failure path (the
     // connections shut, `why` returned).
     struct Process;
@@ -280,6 +306,10 @@ class BackendExecutor : public SyncExecutor {
     model::HostStep padded_;
     int64_t graph_replays_ = 0;
     SwapObserver swap_observer_;
+    int micro_batches_ = 0;         // set_pipeline_micro_batches (0: P)
+    std::vector<MicroStep> micro_;  // the step's micro-batches (empty: the step runs whole)
+    MicroBatchObserver micro_observer_;
+    int64_t micro_batches_run_ = 0;
 
     // The asynchronous path (after group_: buffers and events go before the backends do).
     bool resolve_on_host_ = false;

@@ -86,6 +86,12 @@ void add_engine_flags(CLI::App* app, EngineFlags* f) {
                     "pipeline stages the layers are split over (up to the layer count); CPU: threads")
         ->check(CLI::PositiveNumber)
         ->capture_default_str();
+    app->add_option(
+           "--pipeline-micro-batches", f->pipeline_micro_batches,
+           "micro-batches each step's sequences are cut into at --pipeline-parallel-size > 1, so the "
+           "stages overlap (whole sequences; 0: the stage count; 1: the step whole; docs/parallel.md)")
+        ->check(CLI::NonNegativeNumber)
+        ->capture_default_str();
     app->add_flag(
         "--tp-same-device", f->device.tp_same_device,
         "cuda, TP x PP > 1: every rank on GPU 0 with the same-device communicator (tests: the ranks "
@@ -312,7 +318,8 @@ std::string group_fingerprint(const EngineFlags& f, const model::ModelWeights& w
            std::to_string(f.parallel.pipeline_parallel_size) + "), model " + model + " (" +
            std::to_string(c.num_hidden_layers) + " layers, vocab " + std::to_string(c.vocab_size) +
            "), kv-cache-dtype " + f.kv_cache_dtype + ", device " + f.device.device + ", dtype " +
-           f.device.dtype + ", load-format " + f.load_format;
+           f.device.dtype + ", load-format " + f.load_format + ", pipeline-micro-batches " +
+           std::to_string(f.pipeline_micro_batches);
 }
 
 Result<std::unique_ptr<BackendExecutor>> make_process_rank(const EngineFlags& f,
@@ -342,8 +349,11 @@ Result<std::unique_ptr<BackendExecutor>> make_process_rank(const EngineFlags& f,
     o.config = group_fingerprint(f, *weights, launch);
     if (const char* secret = std::getenv("VOLT_GROUP_SECRET")) o.secret = secret;
     VOLT_ASSIGN_OR_RETURN(auto comm, cpu::tcp_connect(o));
-    return BackendExecutor::create_process_rank(std::move(weights), f.parallel, launch.rank,
-                                                std::move(backend), kv_format, std::move(comm));
+    VOLT_ASSIGN_OR_RETURN(
+        auto ex, BackendExecutor::create_process_rank(std::move(weights), f.parallel, launch.rank,
+                                                      std::move(backend), kv_format, std::move(comm)));
+    ex->set_pipeline_micro_batches(f.pipeline_micro_batches);
+    return ex;
 }
 
 Status run_process_worker(const EngineFlags& f, std::shared_ptr<const model::ModelWeights> weights,
@@ -400,6 +410,11 @@ Result<std::unique_ptr<Executor>> make_executor(const EngineFlags& f,
         comm.timeout_s = f.collective_timeout_s;
         VOLT_ASSIGN_OR_RETURN(auto ex, BackendExecutor::create_parallel(weights, f.parallel, pf.make_backend,
                                                                         kv_format, comm, pf.make_comms));
+        ex->set_pipeline_micro_batches(f.pipeline_micro_batches);
+        if (f.parallel.pipeline_parallel_size > 1)
+            spdlog::info(
+                "pipeline: up to {} micro-batches a step (whole sequences; --pipeline-micro-batches)",
+                f.pipeline_micro_batches > 0 ? f.pipeline_micro_batches : f.parallel.pipeline_parallel_size);
         if (f.device.device == "cuda") {
             // Graph capture is per stream and the ranks' collectives cross streams and threads (host
             // barriers between the captures): not captured yet, so TP / PP > 1 runs eagerly.

@@ -7,11 +7,11 @@
 // --embedding-in-host-memory,
 // --enforce-eager, --gpu-memory-utilization,
 // --load-format auto|safetensors|dummy, --tensor-parallel-size, --pipeline-parallel-size,
-// --collective-timeout, and for one rank per process --nnodes, --node-rank, --master-addr, --master-port
-// (docs/parallel.md; executor/process_launch.h), --cpu-offload-experts and --cpu-offload-gb (CPU expert
-// offload, model/offload.h), --kv-cache-dtype auto|int8 (vLLM's fp8 spellings refused). --dtype stays each
-// command's own (serve takes vLLM's spellings). Tests: tests/unit/executor/engine_flags_test.cc; on the GPU
-// scripts/gpu/serve.sh.
+// --pipeline-micro-batches, --collective-timeout, and for one rank per process --nnodes, --node-rank,
+// --master-addr, --master-port (docs/parallel.md; executor/process_launch.h), --cpu-offload-experts and
+// --cpu-offload-gb (CPU expert offload, model/offload.h), --kv-cache-dtype auto|int8 (vLLM's fp8 spellings
+// refused). --dtype stays each command's own (serve takes vLLM's spellings). Tests:
+// tests/unit/executor/engine_flags_test.cc; on the GPU scripts/gpu/serve.sh.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -50,6 +50,7 @@ struct EngineFlags {
     bool kv_cache_memory_bytes_set = false;  // --kv-cache-memory-bytes given: it sizes the KV pools
     std::string load_format = "auto";        // auto | safetensors | dummy (model/dummy_weights.h)
     model::ParallelConfig parallel;          // --tensor-parallel-size, --pipeline-parallel-size
+    int pipeline_micro_batches = 0;          // --pipeline-micro-batches: per step at PP > 1 (0: PP)
     double collective_timeout_s = 300.0;     // --collective-timeout: the communicators' watchdog
     LaunchFlags launch;                      // --nnodes, --node-rank, --master-addr, --master-port
     std::string quantization;                // --quantization: must match the checkpoint ("": any)
@@ -113,7 +114,8 @@ Result<std::unique_ptr<BackendExecutor>> make_process_rank(const EngineFlags& fl
 // What every process of a launch must agree on, as one line for the rendezvous's handshake
 // (cpu::TcpOptions::config): world size, tp x pp, the model's identity (an FNV-1a 64 hash of its config
 // and its final norm's weights: another checkpoint or another config differs), --kv-cache-dtype,
-// --device, --dtype, --load-format. A rank whose line differs from rank 0's is refused, both lines named.
+// --device, --dtype, --load-format, --pipeline-micro-batches. A rank whose line differs from rank 0's is
+// refused, both lines named.
 std::string group_fingerprint(const EngineFlags& flags, const model::ModelWeights& weights,
                               const ProcessLaunch& launch);
 

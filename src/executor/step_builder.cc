@@ -1,6 +1,7 @@
 #include "executor/step_builder.h"
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "core/check.h"
 
@@ -195,6 +196,94 @@ const model::HostStep& StepBuilder::build(const StepBatch& b, const std::vector<
     for (size_t r = 0; r < b.logits_rows.size(); ++r)
         s.logits_rows[r] = identity ? b.logits_rows[r].row : new_row_[b.logits_rows[r].row];
     return s;
+}
+
+std::vector<std::pair<int64_t, int64_t>> split_micro_batches(const std::vector<int32_t>& qsl, int64_t m) {
+    const auto S = static_cast<int64_t>(qsl.size()) - 1;
+    std::vector<std::pair<int64_t, int64_t>> ranges;
+    if (S <= 0) return ranges;
+    m = std::clamp<int64_t>(m, 1, S);
+    const int64_t T = qsl[S] - qsl[0];
+    int64_t begin = 0;
+    for (int64_t k = 1; k < m; ++k) {
+        // The cut in (begin, S - (m - k)]: at least one sequence before it and one for each range after.
+        int64_t best = begin + 1;
+        for (int64_t cut = begin + 1; cut <= S - (m - k); ++cut) {
+            const int64_t d = std::abs((qsl[cut] - qsl[0]) * m - k * T);
+            if (d < std::abs((qsl[best] - qsl[0]) * m - k * T)) best = cut;
+        }
+        ranges.emplace_back(begin, best);
+        begin = best;
+    }
+    ranges.emplace_back(begin, S);
+    return ranges;
+}
+
+void StepBuilder::micro_steps(const std::vector<std::pair<int64_t, int64_t>>& ranges,
+                              std::vector<MicroStep>* out) const {
+    const model::HostStep& s = step_;
+    const int64_t S = s.num_seqs(), T = s.num_tokens();
+    VOLT_CHECK_EQ(static_cast<int64_t>(parts_.size()), S);
+    out->resize(ranges.size());
+    std::vector<int32_t> mb_row(static_cast<size_t>(T), -1);  // HostStep row -> row of its micro-batch
+    std::vector<int32_t> mb_of(static_cast<size_t>(T), -1);   // HostStep row -> its micro-batch
+    int64_t rows_seen = 0;
+    for (size_t m = 0; m < ranges.size(); ++m) {
+        MicroStep& ms = (*out)[m];
+        model::HostStep& h = ms.step;
+        ms.seq_begin = ranges[m].first;
+        ms.seq_end = ranges[m].second;
+        h.token_ids.clear();
+        h.positions.clear();
+        h.query_start_loc.assign(1, 0);
+        h.seq_lens.clear();
+        h.logits_rows.clear();
+        h.table_rows.clear();
+        ms.logits_index.clear();
+        h.num_prompt_rows = 0;
+        for (int g = 0; g < ops::kNumKvGroups; ++g) {
+            h.slot_mapping[g].clear();
+            h.block_tables[g].clear();
+            h.max_blocks[g] = s.max_blocks[g];
+        }
+        for (int64_t j = 0; j < S; ++j) {
+            if (parts_[j].seq < ms.seq_begin || parts_[j].seq >= ms.seq_end) continue;
+            const int32_t qs = s.query_start_loc[j], qe = s.query_start_loc[j + 1];
+            // Parts are wholly prompt or wholly generated rows, the prompt parts first (build()).
+            if (qs < s.num_prompt_rows) h.num_prompt_rows += qe - qs;
+            for (int32_t r = qs; r < qe; ++r) {
+                mb_row[r] = static_cast<int32_t>(h.token_ids.size());
+                mb_of[r] = static_cast<int32_t>(m);
+                h.token_ids.push_back(s.token_ids[r]);
+                h.positions.push_back(s.positions[r]);
+                for (int g = 0; g < ops::kNumKvGroups; ++g)
+                    if (!s.slot_mapping[g].empty()) h.slot_mapping[g].push_back(s.slot_mapping[g][r]);
+            }
+            rows_seen += qe - qs;
+            h.query_start_loc.push_back(static_cast<int32_t>(h.token_ids.size()));
+            h.seq_lens.push_back(s.seq_lens[j]);
+            if (!s.table_rows.empty()) h.table_rows.push_back(s.table_rows[j]);
+            for (int g = 0; g < ops::kNumKvGroups; ++g)
+                if (!s.block_tables[g].empty())
+                    h.block_tables[g].insert(h.block_tables[g].end(),
+                                             s.block_tables[g].begin() + j * s.max_blocks[g],
+                                             s.block_tables[g].begin() + (j + 1) * s.max_blocks[g]);
+        }
+        // The step's table changes travel with the first micro-batch: its upload writes them before any
+        // op of the step, and every later micro-batch reads the same tables.
+        h.table_pairs = m == 0 ? s.table_pairs : std::vector<int32_t>{};
+        h.num_table_fills = m == 0 ? s.num_table_fills : 0;
+        h.table_num_rows = s.table_num_rows;
+        h.table_width = s.table_width;
+    }
+    VOLT_CHECK_EQ(rows_seen, T) << "micro-batches must cover every row of the step once";
+    for (size_t r = 0; r < s.logits_rows.size(); ++r) {
+        const int32_t row = s.logits_rows[r];
+        VOLT_CHECK(row >= 0 && row < T && mb_of[row] >= 0) << "logits row " << row << " in no micro-batch";
+        MicroStep& ms = (*out)[mb_of[row]];
+        ms.step.logits_rows.push_back(mb_row[row]);
+        ms.logits_index.push_back(static_cast<int32_t>(r));
+    }
 }
 
 const std::vector<ops::SampleRow>& StepBuilder::sample_rows(const StepBatch& b, int64_t first, int64_t count,

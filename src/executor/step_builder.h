@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "engine/executor.h"
@@ -19,6 +20,23 @@
 #include "ops/sample.h"
 
 namespace volt::executor {
+
+// Pipeline micro-batches (docs/parallel.md "Micro-batches"): the StepBatch's sequences [0, S) cut into at
+// most `m` contiguous ranges of whole sequences, none empty (min(m, S) ranges; none when S is 0), the cuts
+// where the rows (tokens) before them come closest to k / m of the step's (ties: the earlier cut), so a
+// prompt chunk and a few decode rows balance by work rather than by count. `query_start_loc` [S + 1].
+// Returns [count] (begin, end) sequence ranges in order.
+std::vector<std::pair<int64_t, int64_t>> split_micro_batches(const std::vector<int32_t>& query_start_loc,
+                                                             int64_t m);
+
+// One micro-batch of a step: its own HostStep (the rows of its sequences only, in the step's HostStep
+// order, so its prompt rows still come first; query_start_loc and logits rows rebased), which of the step's
+// logits rows it computes, and its StepBatch sequences.
+struct MicroStep {
+    model::HostStep step;
+    std::vector<int32_t> logits_index;   // [its logits rows] index into StepBatch::logits_rows, ascending
+    int64_t seq_begin = 0, seq_end = 0;  // StepBatch sequences [seq_begin, seq_end)
+};
 
 class StepBuilder {
   public:
@@ -37,6 +55,13 @@ class StepBuilder {
     const model::HostStep& build(const engine::StepBatch& b,
                                  const std::vector<int32_t>* prompt_lens = nullptr,
                                  bool deferred_on_device = false);
+    // The last build's HostStep cut into the micro-batches `ranges` (split_micro_batches of the same
+    // StepBatch) into out[0 .. ranges.size()): every HostStep sequence (both parts of a sequence split
+    // into prompt and generated rows) goes to the micro-batch of its StepBatch sequence, every row and
+    // logits row to exactly one micro-batch. The first carries the step's block-table changes (written
+    // before any op of the step reads a table; the others read the same tables).
+    void micro_steps(const std::vector<std::pair<int64_t, int64_t>>& ranges,
+                     std::vector<MicroStep>* out) const;
     // The HostStep row of StepBatch token row `row` of the last build (prompt rows go first).
     int32_t host_row(int32_t row) const { return identity_ ? row : new_row_[row]; }
     const std::vector<int32_t>& table(int group, int32_t slot) const { return tables_[group][slot]; }

@@ -161,6 +161,10 @@ constexpr VllmFlag kFlags[] = {
      "pins the KV pool to this many blocks per attention group (tests)"},
     {"--num-kv-blocks-override", "", A::kValue, S::kHonoured, O::kVoltllm, false,
      "the engine's name for --num-kv-blocks (`voltllm generate` spells it so)"},
+    {"--pipeline-micro-batches", "", A::kValue, S::kHonoured, O::kVoltllm, false,
+     "micro-batches of whole sequences each step is cut into at --pipeline-parallel-size > 1, so that "
+     "stage s runs one while stage s + 1 runs the one before (0, the default: the stage count; 1: the step "
+     "whole, one stage at a time); outputs equal 1's bitwise on the CPU (docs/parallel.md)"},
     {"--pipeline-parallel-rank", "", A::kValue, S::kAcceptedWithNotice, O::kArticle, false,
      "not a vLLM flag; this process serves the whole model as one replica and ignores "
      "--pipeline-parallel-size"},

@@ -187,6 +187,11 @@ TEST(EngineFlagsTest, TheGroupFingerprintNamesWhatRanksMustShare) {
     EngineFlags tp = f;
     tp.parallel = {2, 1};
     EXPECT_NE(group_fingerprint(tp, **w, l), base);
+    // Every process cuts a step into the same micro-batches, or their collectives would not line up.
+    EngineFlags mb = f;
+    mb.pipeline_micro_batches = 1;
+    EXPECT_NE(group_fingerprint(mb, **w, l), base);
+    EXPECT_NE(base.find("pipeline-micro-batches 0"), std::string::npos) << base;
     // Another model: the same config with other weights (the final norm), or another config.
     model::GptOssConfig c = (*w)->config;
     auto other = model::make_dummy_weights(c, 7);
@@ -248,6 +253,27 @@ TEST(EngineFlagsTest, ScriptedExecutorReplaysTheFile) {
 // --cpu-offload-experts / --cpu-offload-gb parse, refuse nonsense at the flags (negative, both at once,
 // the scripted executor), reach the executor (the placed model keeps those layers' experts on the host),
 // and refuse what the model cannot take (a layer count above its layers).
+// --pipeline-micro-batches reaches the executor (0, the default: the stage count); negative is refused.
+TEST(EngineFlagsTest, PipelineMicroBatchesReachTheExecutor) {
+    auto w = model::testing::random_model(model::testing::small_config(4), 3);
+    EngineFlags d;
+    ASSERT_TRUE(parse({"--pipeline-parallel-size", "2"}, &d).is_ok());
+    EXPECT_EQ(d.pipeline_micro_batches, 0);
+    auto ex = make_executor(d, w);
+    ASSERT_TRUE(ex.is_ok()) << ex.status().to_string();
+    auto* be = dynamic_cast<BackendExecutor*>(ex->get());
+    ASSERT_NE(be, nullptr);
+    EXPECT_EQ(be->micro_batches_for(7), 2);
+    EngineFlags f;
+    ASSERT_TRUE(parse({"--pipeline-parallel-size", "2", "--pipeline-micro-batches", "3"}, &f).is_ok());
+    EXPECT_EQ(f.pipeline_micro_batches, 3);
+    auto three = make_executor(f, w);
+    ASSERT_TRUE(three.is_ok()) << three.status().to_string();
+    EXPECT_EQ(dynamic_cast<BackendExecutor*>(three->get())->micro_batches_for(7), 3);
+    EngineFlags bad;
+    EXPECT_FALSE(parse({"--pipeline-micro-batches", "-1"}, &bad).is_ok());
+}
+
 TEST(CpuOffload, FlagsReachTheExecutor) {
     EngineFlags f;
     ASSERT_TRUE(parse({"--cpu-offload-experts", "0,2-3"}, &f).is_ok());

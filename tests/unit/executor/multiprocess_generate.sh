@@ -7,10 +7,14 @@
 # arithmetic (pipeline stages alone: WANT=all); WANT=threads compares with threads only (a sampled draw
 # may differ from TP 1's where the tensor-parallel sums differ in their last bits). LAUNCH=env starts the ranks with torchrun's variables,
 # LAUNCH=flags with --nnodes / --node-rank / --master-addr / --master-port.
+# MICRO_BATCHES=M (environment): the threads and the processes run with --pipeline-micro-batches M, and
+# the processes' output must also equal, byte for byte, threads at --pipeline-micro-batches 1 (the step whole).
 # Usage: multiprocess_generate.sh VOLTLLM WORK_DIR TP PP LAUNCH WANT [generate flags ...]
 set -eu
 BIN=$1 WORK=$2 TP=$3 PP=$4 LAUNCH=$5 WANT=$6
 shift 6
+MB=${MICRO_BATCHES:-}
+[ -z "$MB" ] || set -- "$@" --pipeline-micro-batches "$MB"
 WORLD=$((TP * PP))
 mkdir -p "$WORK"
 rm -f "$WORK"/*.txt "$WORK"/*.err
@@ -44,6 +48,20 @@ while [ "$r" -lt "$WORLD" ]; do
 done
 grep -q '^\[logprob\] ' "$WORK/rank0.txt" || { echo "no logprobs printed"; exit 1; }
 cmp "$WORK/threads.txt" "$WORK/rank0.txt"
+if [ -n "$MB" ]; then
+    # The same run with each step whole: the flag's last occurrence is dropped and 1 given instead.
+    n=$#
+    i=0
+    for a in "$@"; do
+        i=$((i + 1))
+        [ "$i" -le $((n - 2)) ] && set -- "$@" "$a"
+    done
+    shift "$n"
+    "$BIN" --log-level warning generate "$@" --logprobs 3 --tensor-parallel-size "$TP" \
+        --pipeline-parallel-size "$PP" --pipeline-micro-batches 1 > "$WORK/threads_mb1.txt"
+    cmp "$WORK/threads_mb1.txt" "$WORK/rank0.txt"
+    echo "micro-batches $MB across processes: byte-equal to threads with each step whole"
+fi
 if [ "$WANT" = threads ]; then
     echo "tp $TP pp $PP: $WORLD processes ($LAUNCH) generate the threads' text and logprobs byte for byte"
     exit 0

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <random>
@@ -330,6 +331,207 @@ TEST(ParallelEngine, AFailedGroupEndsRequestsInsteadOfHanging) {
         EXPECT_TRUE(ended);
         EXPECT_TRUE((*h)->done());
     }
+}
+
+// ---- pipeline micro-batches (docs/parallel.md "Micro-batches")
+// ---------------------------------------------
+
+// What one request produced: its ids, and every logprob (the sampled token's and the top 5, of the output
+// and of the prompt) as bits, so equal means bitwise equal logits rows up to the log-softmax.
+struct Produced {
+    std::vector<int32_t> ids;
+    std::vector<uint32_t> bits;
+    bool operator==(const Produced&) const = default;
+};
+
+uint32_t bits_of(float f) {
+    uint32_t u;
+    std::memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+void add_logprobs(const std::vector<engine::TokenLogprob>& lps, Produced* p) {
+    for (const engine::TokenLogprob& lp : lps) {
+        p->bits.push_back(static_cast<uint32_t>(lp.token));
+        p->bits.push_back(bits_of(lp.logprob));
+        for (const auto& [id, v] : lp.top) {
+            p->bits.push_back(static_cast<uint32_t>(id));
+            p->bits.push_back(bits_of(v));
+        }
+    }
+}
+
+struct MicroRun {
+    std::vector<Produced> out;                             // [request]
+    int64_t steps_split = 0;                               // steps run as more than one micro-batch
+    int64_t steps_fewer = 0;                               // steps of fewer sequences than stages
+    int64_t most = 0;                                      // the most micro-batches of one step
+    std::vector<uint64_t> tp_collectives, pp_collectives;  // [rank]
+    int64_t micro_batches_run = 0;
+};
+
+// Five requests of uneven prompt lengths and output lengths submitted at once, in steps of at most 24
+// tokens: prompt chunks share steps with other sequences' decode rows, the sequence counts vary from 5 down
+// to 1 (the longest request ends alone). Greedy with logprobs 5 and prompt logprobs 5; the fourth request
+// is a seeded draw (its sampled ids depend on each row's logits and seed only).
+MicroRun run_micro(const std::shared_ptr<const model::ModelWeights>& w, ParallelConfig p, int m) {
+    MicroRun run;
+    auto ex = BackendExecutor::create_parallel(w, p, cpu_backends(), ops::Format::kF32, {.timeout_s = 60});
+    EXPECT_TRUE(ex.is_ok()) << ex.status().to_string();
+    if (!ex.is_ok()) return run;
+    BackendExecutor* raw = ex->get();
+    raw->set_pipeline_micro_batches(m);
+    const int P = p.pipeline_parallel_size;
+    raw->set_micro_batch_observer([&](const engine::StepBatch& b, const std::vector<MicroStep>& micro) {
+        // Whole sequences: the micro-batches cover the step's sequences in order, each with exactly the
+        // rows of its sequences, and every logits row once.
+        if (b.num_seqs < P) ++run.steps_fewer;
+        if (micro.empty()) return;  // the step runs whole
+        ++run.steps_split;
+        run.most = std::max<int64_t>(run.most, static_cast<int64_t>(micro.size()));
+        int64_t next = 0, rows = 0, logits = 0;
+        for (const MicroStep& ms : micro) {
+            EXPECT_EQ(ms.seq_begin, next);
+            EXPECT_LT(ms.seq_begin, ms.seq_end) << "an empty micro-batch";
+            next = ms.seq_end;
+            const int64_t want = b.query_start_loc[ms.seq_end] - b.query_start_loc[ms.seq_begin];
+            EXPECT_EQ(ms.step.num_tokens(), want) << "a micro-batch holds part of a sequence";
+            for (int64_t t = 0; t < ms.step.num_tokens(); ++t) {
+                // Each row is one of its own sequences' rows (position and id).
+                bool found = false;
+                for (int64_t r = b.query_start_loc[ms.seq_begin]; r < b.query_start_loc[ms.seq_end]; ++r)
+                    found =
+                        found ||
+                        (b.positions[r] == ms.step.positions[t] && b.token_ids[r] == ms.step.token_ids[t] &&
+                         (b.slot_mapping[0].empty() || b.slot_mapping[0][r] == ms.step.slot_mapping[0][t]) &&
+                         (b.slot_mapping[1].empty() || b.slot_mapping[1][r] == ms.step.slot_mapping[1][t]));
+                EXPECT_TRUE(found) << "row " << t << " is not a row of the micro-batch's sequences";
+            }
+            rows += ms.step.num_tokens();
+            logits += static_cast<int64_t>(ms.logits_index.size());
+            for (int32_t r : ms.logits_index) {
+                const int32_t seq = b.logits_rows[r].seq;
+                EXPECT_TRUE(seq >= ms.seq_begin && seq < ms.seq_end) << "logits row " << r;
+            }
+        }
+        EXPECT_EQ(next, b.num_seqs);
+        EXPECT_EQ(rows, b.num_tokens);
+        EXPECT_EQ(logits, static_cast<int64_t>(b.logits_rows.size()));
+    });
+    engine::EngineConfig c = engine_config();
+    c.max_num_seqs = 8;
+    c.max_num_batched_tokens = 24;
+    {
+        auto e = engine::Engine::create(c, std::move(*ex));
+        EXPECT_TRUE(e.is_ok()) << e.status().to_string();
+        if (!e.is_ok()) return run;
+        const int prompt_len[5] = {19, 3, 31, 7, 12}, max_tokens[5] = {9, 14, 5, 11, 22};
+        std::vector<std::shared_ptr<engine::RequestHandle>> handles;
+        for (int i = 0; i < 5; ++i) {
+            engine::SamplingParams sp;
+            sp.temperature = i == 3 ? 0.8f : 0.0f;
+            sp.seed = 11;
+            sp.max_tokens = max_tokens[i];
+            sp.ignore_eos = true;
+            sp.logprobs = 5;
+            sp.prompt_logprobs = 5;
+            auto h = (*e)->submit(random_ids(prompt_len[i], 1000, 40 + i), sp);
+            EXPECT_TRUE(h.is_ok()) << h.status().to_string();
+            if (!h.is_ok()) return run;
+            handles.push_back(*h);
+        }
+        run.out.resize(5);
+        for (int i = 0; i < 5; ++i) {
+            engine::RequestOutput o;
+            while (handles[i]->next(&o, std::chrono::seconds(60))) {
+                EXPECT_NE(o.finish, engine::FinishReason::kError) << o.error;
+                run.out[i].ids.insert(run.out[i].ids.end(), o.tokens.begin(), o.tokens.end());
+                add_logprobs(o.prompt_logprobs, &run.out[i]);
+                add_logprobs(o.logprobs, &run.out[i]);
+            }
+            EXPECT_EQ(run.out[i].ids.size(), static_cast<size_t>(max_tokens[i]));
+        }
+        RankGroup& g = raw->ranks();
+        for (int i = 0; i < g.size(); ++i) {
+            run.tp_collectives.push_back(g.rank(i).tp_comm ? g.rank(i).tp_comm->num_collectives() : 0);
+            run.pp_collectives.push_back(g.rank(i).pp_comm ? g.rank(i).pp_comm->num_collectives() : 0);
+        }
+        run.micro_batches_run = raw->micro_batches_run();
+    }
+    return run;
+}
+
+struct MicroCase {
+    const char* model;
+    int tp, pp, m;
+};
+
+class PipelineMicroBatches : public ::testing::TestWithParam<MicroCase> {};
+
+// M > 1 gives every request the ids and logprobs of M = 1, bitwise: a row's logits come from its own
+// sequence alone, whichever rows share its micro-batch. A micro-batch sent out of order (stage s + 1
+// taking micro-batch 1's activations for 0's) or a sequence split over micro-batches fails here.
+TEST_P(PipelineMicroBatches, EqualOneMicroBatchBitwise) {
+    const MicroCase mc = GetParam();
+    auto w = load(kGolden + mc.model);
+    ASSERT_NE(w, nullptr);
+    const ParallelConfig p{mc.tp, mc.pp};
+    const MicroRun want = run_micro(w, p, 1);
+    const MicroRun got = run_micro(w, p, mc.m);
+    ASSERT_EQ(want.out.size(), 5u);
+    for (const Produced& p : want.out) ASSERT_GT(p.bits.size(), p.ids.size()) << "no logprobs came back";
+    EXPECT_EQ(want.steps_split, 0) << "M = 1 runs every step whole";
+    for (size_t i = 0; i < want.out.size() && i < got.out.size(); ++i) {
+        EXPECT_EQ(got.out[i].ids, want.out[i].ids) << "request " << i;
+        EXPECT_EQ(got.out[i].bits, want.out[i].bits) << "request " << i << ": logprobs differ";
+    }
+    // The case ran what it says: steps of several micro-batches (up to M) and steps of fewer sequences than
+    // stages (run as fewer micro-batches).
+    EXPECT_GT(got.steps_split, 5);
+    EXPECT_EQ(got.most, std::min(mc.m, 5));
+    EXPECT_GT(got.steps_fewer, 0);
+    // Collectives: every rank of a tp group issued as many as its peers, and each stage boundary carried
+    // one send / recv per micro-batch: the first and last stage one per micro-batch run, a middle stage two.
+    const int T = mc.tp;
+    for (int i = 0; i < static_cast<int>(got.tp_collectives.size()); ++i) {
+        EXPECT_EQ(got.tp_collectives[i], got.tp_collectives[i / T * T]) << "rank " << i;
+        const int stage = i / T;
+        const uint64_t per = stage == 0 || stage == mc.pp - 1 ? 1 : 2;
+        EXPECT_EQ(got.pp_collectives[i], per * static_cast<uint64_t>(got.micro_batches_run)) << "rank " << i;
+    }
+    EXPECT_GT(got.micro_batches_run, want.micro_batches_run);
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, PipelineMicroBatches,
+                         ::testing::Values(MicroCase{"tiny-mxfp4", 1, 2, 2}, MicroCase{"tiny-mxfp4", 1, 3, 3},
+                                           MicroCase{"tiny-bf16", 1, 2, 3},
+                                           MicroCase{"kv8/tiny-kv8", 2, 2, 2}),
+                         [](const auto& info) {
+                             std::string m = info.param.model;
+                             for (char& ch : m)
+                                 if (ch == '-' || ch == '/') ch = '_';
+                             return m + "_tp" + std::to_string(info.param.tp) + "_pp" +
+                                    std::to_string(info.param.pp) + "_m" + std::to_string(info.param.m);
+                         });
+
+// The default (0) is one micro-batch per stage, capped by the step's sequences; 1 runs steps whole; a
+// model without pipeline stages never splits.
+TEST(PipelineMicroBatchCount, DefaultIsTheStageCount) {
+    auto w = load(kGolden + "tiny-mxfp4");
+    ASSERT_NE(w, nullptr);
+    auto pp3 = BackendExecutor::create_parallel(w, {1, 3}, cpu_backends(), ops::Format::kF32);
+    ASSERT_TRUE(pp3.is_ok());
+    EXPECT_EQ((*pp3)->micro_batches_for(5), 3);
+    EXPECT_EQ((*pp3)->micro_batches_for(2), 2);
+    EXPECT_EQ((*pp3)->micro_batches_for(1), 1);
+    (*pp3)->set_pipeline_micro_batches(1);
+    EXPECT_EQ((*pp3)->micro_batches_for(5), 1);
+    (*pp3)->set_pipeline_micro_batches(4);
+    EXPECT_EQ((*pp3)->micro_batches_for(5), 4);
+    auto tp2 = BackendExecutor::create_parallel(w, {2, 1}, cpu_backends(), ops::Format::kF32);
+    ASSERT_TRUE(tp2.is_ok());
+    (*tp2)->set_pipeline_micro_batches(4);
+    EXPECT_EQ((*tp2)->micro_batches_for(5), 1);
 }
 
 }  // namespace

@@ -232,5 +232,76 @@ TEST(StepBuilder, FullTablesCarryNoPairs) {
     EXPECT_EQ(s.block_tables[0], (std::vector<int32_t>{7}));
 }
 
+// Pipeline micro-batches: contiguous ranges of whole sequences, none empty, cut where the rows come closest
+// to an equal share (ties: the earlier cut), never more ranges than sequences.
+TEST(MicroBatches, SplitWholeSequencesBalancedByRows) {
+    using R = std::vector<std::pair<int64_t, int64_t>>;
+    const std::vector<int32_t> decode5 = {0, 1, 2, 3, 4, 5};
+    EXPECT_EQ(split_micro_batches(decode5, 1), (R{{0, 5}}));
+    EXPECT_EQ(split_micro_batches(decode5, 2), (R{{0, 2}, {2, 5}}));
+    EXPECT_EQ(split_micro_batches(decode5, 3), (R{{0, 2}, {2, 3}, {3, 5}}));
+    EXPECT_EQ(split_micro_batches(decode5, 8), (R{{0, 1}, {1, 2}, {2, 3}, {3, 4}, {4, 5}}));
+    // A prompt chunk of 16 rows and four decode rows: the chunk alone, then the decode rows.
+    const std::vector<int32_t> mixed = {0, 16, 17, 18, 19, 20};
+    EXPECT_EQ(split_micro_batches(mixed, 2), (R{{0, 1}, {1, 5}}));
+    // Every range keeps at least one sequence, even where the rows would put two cuts together.
+    EXPECT_EQ(split_micro_batches(mixed, 3), (R{{0, 1}, {1, 2}, {2, 5}}));
+    EXPECT_EQ(split_micro_batches({0, 7}, 3), (R{{0, 1}}));
+    EXPECT_TRUE(split_micro_batches({0}, 2).empty());
+}
+
+// A micro-batch's HostStep holds its sequences' rows only, both parts of a sequence split into prompt and
+// generated rows together, prompt rows first; its logits rows are the step's, rebased; the first
+// micro-batch carries the step's table changes.
+TEST(MicroBatches, MicroStepsKeepSequencesWhole) {
+    std::vector<std::vector<int32_t>> prompts;
+    // As PromptRowsFirstMixedSequenceSplit: seq 0 decoding, seq 1 a prompt chunk, seq 2 recomputed.
+    const StepBatch b = batch_of({{{1, 2, 3, 4}, 7, {60}, {7}},
+                                  {{5, 6, 7, 8, 9}, 5, {7, 8, 9}, {3}},
+                                  {{10, 11, 12}, 5, {10, 11, 12, 70, 71}, {4, 9}}},
+                                 &prompts);
+    StepBuilder sb;
+    sb.init(4);
+    sb.apply_table_updates(b);
+    sb.build(b);
+    std::vector<MicroStep> ms;
+    sb.micro_steps({{0, 2}, {2, 3}}, &ms);
+    ASSERT_EQ(ms.size(), 2u);
+    EXPECT_EQ(ms[0].step.token_ids, (std::vector<int32_t>{7, 8, 9, 60}));
+    EXPECT_EQ(ms[0].step.positions, (std::vector<int32_t>{2, 3, 4, 6}));
+    EXPECT_EQ(ms[0].step.num_prompt_rows, 3);
+    EXPECT_EQ(ms[0].step.query_start_loc, (std::vector<int32_t>{0, 3, 4}));
+    EXPECT_EQ(ms[0].step.seq_lens, (std::vector<int32_t>{5, 7}));
+    EXPECT_EQ(ms[0].step.block_tables[0], (std::vector<int32_t>{3, -1, 7, -1}));
+    EXPECT_EQ(ms[0].logits_index, (std::vector<int32_t>{0, 1}));
+    EXPECT_EQ(ms[0].step.logits_rows, (std::vector<int32_t>{3, 2}));
+    EXPECT_EQ(ms[1].step.token_ids, (std::vector<int32_t>{10, 11, 12, 70, 71}));
+    EXPECT_EQ(ms[1].step.slot_mapping[1], (std::vector<int64_t>{2000, 2001, 2002, 2003, 2004}));
+    EXPECT_EQ(ms[1].step.num_prompt_rows, 3);
+    EXPECT_EQ(ms[1].step.query_start_loc, (std::vector<int32_t>{0, 3, 5}));
+    EXPECT_EQ(ms[1].step.seq_lens, (std::vector<int32_t>{3, 5}));
+    EXPECT_EQ(ms[1].step.block_tables[0], (std::vector<int32_t>{4, 9, 4, 9}));
+    EXPECT_EQ(ms[1].logits_index, (std::vector<int32_t>{2}));
+    EXPECT_EQ(ms[1].step.logits_rows, (std::vector<int32_t>{4}));
+
+    // Kept tables: the changes go with the first micro-batch alone; every one names its rows' slots.
+    StepBuilder kept;
+    kept.init(4, 8);
+    kept.apply_table_updates(b);
+    const model::HostStep& whole = kept.build(b);
+    ASSERT_FALSE(whole.table_pairs.empty());
+    kept.micro_steps({{0, 1}, {1, 3}}, &ms);
+    ASSERT_EQ(ms.size(), 2u);
+    EXPECT_EQ(ms[0].step.table_pairs, whole.table_pairs);
+    EXPECT_EQ(ms[0].step.num_table_fills, whole.num_table_fills);
+    EXPECT_TRUE(ms[1].step.table_pairs.empty());
+    EXPECT_EQ(ms[1].step.table_width, whole.table_width);
+    EXPECT_EQ(ms[0].step.table_rows, (std::vector<int32_t>{0}));
+    EXPECT_EQ(ms[1].step.table_rows, (std::vector<int32_t>{1, 2, 2}));
+    EXPECT_EQ(ms[0].step.token_ids, (std::vector<int32_t>{60}));
+    EXPECT_EQ(ms[0].step.num_prompt_rows, 0);
+    EXPECT_EQ(ms[1].step.num_prompt_rows, 6);
+}
+
 }  // namespace
 }  // namespace volt::executor
