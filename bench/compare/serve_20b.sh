@@ -164,8 +164,21 @@ if want serve_voltllm; then
 fi
 
 # ---- agreement of the logits (see the header) ----
-kld() {  # kld NAME SAFETENSORS_DIR GGUF N_CTX N_CHUNKS TF(0|1)
-  local name=$1 m=$2 g=$3 n_ctx=$4 n_chunk=$5 tf=$6 k bos ngl=() npys=()
+emit_self() {  # emit_self KLD_NPY_JSON FIGURE_STEM COMMAND: compare.py kld-npy's numbers as rows
+  [ -n "$1" ] || return
+  emit "$(python3 -c "
+import json, sys
+c = json.loads(sys.argv[1])
+for k, u in (('mean_kld', 'nats'), ('median_kld', 'nats'), ('max_kld', 'nats'), ('same_top', 'fraction'), ('ppl_model', 'ppl'), ('ppl_base', 'ppl')):
+    print(json.dumps({'figure': f'agree_{sys.argv[2]}_{k}', 'engine': 'voltllm', 'value': c[k], 'unit': u, 'repeats': [c[k]],
+        'base': 'voltllm --dtype float', 'count': c['count'], 'command': sys.argv[3], 'versions': sys.argv[4]}))
+" "$1" "$2" "$3" "$VVER")"
+}
+kld() {  # kld NAME SAFETENSORS_DIR GGUF N_CTX N_CHUNKS TF(0|1) [REF(0|1)]
+  # REF=1: also against voltllm --dtype float (f32 operands and KV, the golden tests' reference): llama.cpp's
+  # KL from it (llama-perplexity on a base file of voltllm's f32 logits) beside voltllm's own at 16 bits
+  # (compare.py kld-npy), on the same tokens: how close each engine comes to f32 on this checkpoint.
+  local name=$1 m=$2 g=$3 n_ctx=$4 n_chunk=$5 tf=$6 ref=${7:-0} k bos ngl=() npys=()
   late "kld $name" && return
   local K=$W/kld_$name
   rm -rf "$K" && mkdir -p "$K"
@@ -196,6 +209,35 @@ for k, u in (('mean_kld', 'nats'), ('same_top', 'fraction'), ('ppl_model', 'ppl'
     print(json.dumps({'figure': f'agree_{n}_reverse_{k}', 'engine': 'voltllm', 'value': c[k], 'unit': u, 'repeats': [c[k]],
         'base': 'llama.cpp', 'count': c['count'], 'command': 'bench/compare/compare.py kld-check L.kld <voltllm logits> (KL(llama.cpp || voltllm), numpy, as perplexity.cpp)', 'versions': sys.argv[3]}))
 " "$chk" "$name" "$LVER; $VVER")"
+  if [ "$ref" = 1 ] && ! late "kld $name f32 reference"; then
+    local f32=() half=() dt
+    for k in $(seq 0 $((n_chunk - 1))); do
+      for dt in float half; do
+        local kv=(--kv-cache-f16)
+        [ "$dt" = float ] && kv=()
+        timeout "$(left)" "$V" --log-level warning logits --device "$DEV" --model "$m" --dtype "$dt" "${kv[@]}" \
+          --prompt-ids "$(cpy kld-tokens "$K/L.kld" "$k" "$bos")" --out "$K/$dt$k.npy" >>"$W/slogs/kld_$name.voltllm.log" 2>&1
+      done
+      f32+=("$K/float$k.npy")
+      half+=("$K/half$k.npy")
+    done
+    cpy kld-write --model-logits "${f32[@]}" --tokens-from "$K/L.kld" --out "$K/V32.kld" | tee -a "$W/slogs/kld_$name.write.log"
+    timeout "$(left)" "$LB/llama-perplexity" -m "$g" -c "$n_ctx" -b "$n_ctx" "${ngl[@]}" --kl-divergence-base "$K/V32.kld" \
+      --kl-divergence >"$W/slogs/kld_$name.kl32.log" 2>&1
+    emit "{\"step\": \"kld_$name llama.cpp vs voltllm f32\", \"rc\": $?, \"at_s\": $(since)}"
+    cpy kld-parse "$W/slogs/kld_$name.kl32.log" --model "${name}_f32ref" --engine llama.cpp --base "voltllm --dtype float" \
+      --command "llama-perplexity -m <gguf> -c $n_ctx -b $n_ctx ${ngl[*]} --kl-divergence-base V32.kld --kl-divergence (V32.kld: voltllm logits --dtype float, f32 KV, of the $n_chunk chunks of L.kld)" \
+      --versions "$LVER; $VVER" | tee -a "$J"
+    local dtn files
+    # the windows' ids, as voltllm ran them (kld-npy scores the same positions as perplexity.cpp)
+    for k in $(seq 0 $((n_chunk - 1))); do cpy kld-tokens "$K/L.kld" "$k" "$bos"; done |
+      python3 -c "import json, sys; json.dump([[int(t) for t in l.split(',')] for l in sys.stdin.read().split()], open(sys.argv[1], 'w'))" "$K/windows.json"
+    for dtn in auto half; do
+      if [ "$dtn" = auto ]; then files=("${npys[@]}"); else files=("${half[@]}"); fi
+      emit_self "$(cpy kld-npy --base "${f32[@]}" --model "${files[@]}" --ids "$K/windows.json")" "${name}_f32ref_voltllm_$dtn" \
+        "voltllm logits --dtype $dtn (f16 KV) vs --dtype float (f32 KV), the $n_chunk chunks of L.kld; compare.py kld-npy"
+    done
+  fi
   if [ "$tf" = 1 ]; then
     local tfo
     tfo=$(timeout "$(left)" python3 bench/compare/tf_ppl.py "$m" "$K/L.kld" 2>"$W/slogs/kld_$name.tf.log" | tail -1)
@@ -208,7 +250,7 @@ if want kld_main; then
   if [ "$M" = "$ROOT/assets/demo-model" ]; then
     kld demo "$M" "$G" 512 "${VOLT_KLD_DEMO_CHUNKS:-8}" 1
   else
-    kld "20b" "$M" "$G" "${VOLT_KLD_CTX:-2048}" "${VOLT_KLD_CHUNKS:-2}" 0
+    kld "20b" "$M" "$G" "${VOLT_KLD_CTX:-2048}" "${VOLT_KLD_CHUNKS:-2}" 0 1
   fi
 fi
 if want kld_demo && [ "$M" != "$ROOT/assets/demo-model" ]; then
@@ -240,14 +282,8 @@ if want kld_self && ! late kld_self; then
     done
   done
   for dt in auto half; do
-    r=$(cpy kld-npy --base "$K"/float*.npy --model "$K/$dt"*.npy --ids "$K/windows.json" 2>>"$W/slogs/kld_self.log")
-    [ -n "$r" ] && emit "$(python3 -c "
-import json, sys
-c = json.loads(sys.argv[1])
-for k, u in (('mean_kld', 'nats'), ('median_kld', 'nats'), ('max_kld', 'nats'), ('same_top', 'fraction'), ('ppl_model', 'ppl'), ('ppl_base', 'ppl')):
-    print(json.dumps({'figure': f'agree_self_{sys.argv[2]}_{k}', 'engine': 'voltllm', 'value': c[k], 'unit': u, 'repeats': [c[k]],
-        'base': 'voltllm --dtype float', 'count': c['count'], 'command': f'voltllm logits --dtype {sys.argv[2]} (f16 KV) vs --dtype float (f32 KV), {sys.argv[3]} windows of {sys.argv[4]} held-out ids; compare.py kld-npy', 'versions': sys.argv[5]}))
-" "$r" "$dt" "$n_chunk" "$n_ctx" "$VVER")"
+    emit_self "$(cpy kld-npy --base "$K"/float*.npy --model "$K/$dt"*.npy --ids "$K/windows.json" 2>>"$W/slogs/kld_self.log")" \
+      "self_$dt" "voltllm logits --dtype $dt (f16 KV) vs --dtype float (f32 KV), $n_chunk windows of $n_ctx held-out ids; compare.py kld-npy"
   done
   rm -f "$K"/*.npy
 fi
