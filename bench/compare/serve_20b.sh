@@ -174,6 +174,20 @@ for k, u in (('mean_kld', 'nats'), ('median_kld', 'nats'), ('max_kld', 'nats'), 
         'base': 'voltllm --dtype float', 'count': c['count'], 'command': sys.argv[3], 'versions': sys.argv[4]}))
 " "$1" "$2" "$3" "$VVER")"
 }
+llama_kl() {  # llama_kl FIGURE_NAME BASE_LABEL FILE_STEM DESCRIPTION NPY...: inside kld() (its K, g, n_ctx, ngl,
+  # name): voltllm's logits (NPY..., one per chunk) written as a llama.cpp base file K/FILE_STEM.kld, then
+  # llama-perplexity --kl-divergence against it: KL(that voltllm run || llama.cpp), same-top rate and both
+  # perplexities by llama.cpp's own code, as rows agree_FIGURE_NAME_*
+  local fig=$1 base=$2 stem=$3 desc=$4
+  shift 4
+  cpy kld-write --model-logits "$@" --tokens-from "$K/L.kld" --out "$K/$stem.kld" | tee -a "$W/slogs/kld_$name.write.log"
+  timeout "$(left)" "$LB/llama-perplexity" -m "$g" -c "$n_ctx" -b "$n_ctx" "${ngl[@]}" --kl-divergence-base "$K/$stem.kld" \
+    --kl-divergence >"$W/slogs/kld_$fig.$stem.log" 2>&1
+  emit "{\"step\": \"kld_$fig llama.cpp vs $base\", \"rc\": $?, \"at_s\": $(since)}"
+  cpy kld-parse "$W/slogs/kld_$fig.$stem.log" --model "$fig" --engine llama.cpp --base "$base" \
+    --command "llama-perplexity -m <gguf> -c $n_ctx -b $n_ctx ${ngl[*]} --kl-divergence-base $stem.kld --kl-divergence ($desc)" \
+    --versions "$LVER; $VVER" | tee -a "$J"
+}
 kld() {  # kld NAME SAFETENSORS_DIR GGUF N_CTX N_CHUNKS TF(0|1) [REF(0|1)]
   # REF=1: also against voltllm --dtype float (f32 operands and KV, the golden tests' reference): llama.cpp's
   # KL from it (llama-perplexity on a base file of voltllm's f32 logits) beside voltllm's own at 16 bits
@@ -193,13 +207,9 @@ kld() {  # kld NAME SAFETENSORS_DIR GGUF N_CTX N_CHUNKS TF(0|1) [REF(0|1)]
       --prompt-ids "$(cpy kld-tokens "$K/L.kld" "$k" "$bos")" --out "$K/v$k.npy" >>"$W/slogs/kld_$name.voltllm.log" 2>&1
     npys+=("$K/v$k.npy")
   done
-  cpy kld-write --model-logits "${npys[@]}" --tokens-from "$K/L.kld" --out "$K/V.kld" | tee -a "$W/slogs/kld_$name.write.log"
-  timeout "$(left)" "$LB/llama-perplexity" -m "$g" -c "$n_ctx" -b "$n_ctx" "${ngl[@]}" --kl-divergence-base "$K/V.kld" \
-    --kl-divergence >"$W/slogs/kld_$name.kl.log" 2>&1
-  emit "{\"step\": \"kld_$name llama.cpp vs voltllm\", \"rc\": $?, \"at_s\": $(since)}"
-  cpy kld-parse "$W/slogs/kld_$name.kl.log" --model "$name" --engine llama.cpp --base voltllm \
-    --command "llama-perplexity -m <gguf> -c $n_ctx -b $n_ctx ${ngl[*]} --kl-divergence-base V.kld --kl-divergence (V.kld: voltllm logits --kv-cache-f16 of the $n_chunk chunks of L.kld = llama-perplexity -f out/compare/heldout.txt -c $n_ctx --chunks $n_chunk --kl-divergence-base L.kld)" \
-    --versions "$LVER; $VVER" | tee -a "$J"
+  llama_kl "$name" voltllm V \
+    "V.kld: voltllm logits --kv-cache-f16 of the $n_chunk chunks of L.kld = llama-perplexity -f out/compare/heldout.txt -c $n_ctx --chunks $n_chunk --kl-divergence-base L.kld" \
+    "${npys[@]}"
   local chk
   chk=$(cpy kld-check "$K/L.kld" "${npys[@]}")
   emit "$(python3 -c "
@@ -221,13 +231,8 @@ for k, u in (('mean_kld', 'nats'), ('same_top', 'fraction'), ('ppl_model', 'ppl'
       f32+=("$K/float$k.npy")
       half+=("$K/half$k.npy")
     done
-    cpy kld-write --model-logits "${f32[@]}" --tokens-from "$K/L.kld" --out "$K/V32.kld" | tee -a "$W/slogs/kld_$name.write.log"
-    timeout "$(left)" "$LB/llama-perplexity" -m "$g" -c "$n_ctx" -b "$n_ctx" "${ngl[@]}" --kl-divergence-base "$K/V32.kld" \
-      --kl-divergence >"$W/slogs/kld_$name.kl32.log" 2>&1
-    emit "{\"step\": \"kld_$name llama.cpp vs voltllm f32\", \"rc\": $?, \"at_s\": $(since)}"
-    cpy kld-parse "$W/slogs/kld_$name.kl32.log" --model "${name}_f32ref" --engine llama.cpp --base "voltllm --dtype float" \
-      --command "llama-perplexity -m <gguf> -c $n_ctx -b $n_ctx ${ngl[*]} --kl-divergence-base V32.kld --kl-divergence (V32.kld: voltllm logits --dtype float, f32 KV, of the $n_chunk chunks of L.kld)" \
-      --versions "$LVER; $VVER" | tee -a "$J"
+    llama_kl "${name}_f32ref" "voltllm --dtype float" V32 \
+      "V32.kld: voltllm logits --dtype float, f32 KV, of the $n_chunk chunks of L.kld" "${f32[@]}"
     local dtn files
     # the windows' ids, as voltllm ran them (kld-npy scores the same positions as perplexity.cpp)
     for k in $(seq 0 $((n_chunk - 1))); do cpy kld-tokens "$K/L.kld" "$k" "$bos"; done |
