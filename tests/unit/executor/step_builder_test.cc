@@ -57,14 +57,20 @@ StepBatch batch_of(const std::vector<Seq>& seqs, std::vector<std::vector<int32_t
     return b;
 }
 
+// Three sequences, one of each kind: 0 decoding (prompt 4, key 6 generated); 1 a prompt chunk (rows 2..4 of
+// a 5-token prompt); 2 recomputed after preemption (prompt 3, 2 outputs: rows 0..4, prompt rows 0..2).
+StepBatch mixed_split_batch(std::vector<std::vector<int32_t>>* prompts) {
+    return batch_of({{{1, 2, 3, 4}, 7, {60}, {7}},
+                     {{5, 6, 7, 8, 9}, 5, {7, 8, 9}, {3}},
+                     {{10, 11, 12}, 5, {10, 11, 12, 70, 71}, {4, 9}}},
+                    prompts);
+}
+
 TEST(StepBuilder, PromptRowsFirstMixedSequenceSplit) {
     std::vector<std::vector<int32_t>> prompts;
     // 0: decoding (prompt 4, key 6 generated); 1: a prompt chunk (rows 2..4 of a 5-token prompt);
     // 2: recomputed after preemption (prompt 3, 2 outputs: rows 0..4, prompt rows 0..2).
-    const StepBatch b = batch_of({{{1, 2, 3, 4}, 7, {60}, {7}},
-                                  {{5, 6, 7, 8, 9}, 5, {7, 8, 9}, {3}},
-                                  {{10, 11, 12}, 5, {10, 11, 12, 70, 71}, {4, 9}}},
-                                 &prompts);
+    const StepBatch b = mixed_split_batch(&prompts);
     StepBuilder sb;
     sb.init(4);
     sb.apply_table_updates(b);
@@ -256,10 +262,7 @@ TEST(MicroBatches, SplitWholeSequencesBalancedByRows) {
 TEST(MicroBatches, MicroStepsKeepSequencesWhole) {
     std::vector<std::vector<int32_t>> prompts;
     // As PromptRowsFirstMixedSequenceSplit: seq 0 decoding, seq 1 a prompt chunk, seq 2 recomputed.
-    const StepBatch b = batch_of({{{1, 2, 3, 4}, 7, {60}, {7}},
-                                  {{5, 6, 7, 8, 9}, 5, {7, 8, 9}, {3}},
-                                  {{10, 11, 12}, 5, {10, 11, 12, 70, 71}, {4, 9}}},
-                                 &prompts);
+    const StepBatch b = mixed_split_batch(&prompts);
     StepBuilder sb;
     sb.init(4);
     sb.apply_table_updates(b);
