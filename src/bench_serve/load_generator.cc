@@ -98,8 +98,14 @@ Result<std::string> first_model(const BenchConfig& config) {
     if (!res)
         return Status(StatusCode::kUnavailable, config.base_url + "/v1/models: " + res.status().message());
     if (res->status != 200) {
-        return Status(StatusCode::kUnavailable,
-                      config.base_url + "/v1/models: HTTP " + std::to_string(res->status) + ": " + res->body);
+        // As `vllm bench serve`: no waiting here; a server still loading its model (voltllm serve answers
+        // 503 model_loading then) gets a clear error that says what to wait for.
+        std::string hint;
+        if (res->status == 503 && res->body.find("model_loading") != std::string::npos)
+            hint =
+                " (the server is still loading the model: start the benchmark once GET /health answers 200)";
+        return Status(StatusCode::kUnavailable, config.base_url + "/v1/models: HTTP " +
+                                                    std::to_string(res->status) + ": " + res->body + hint);
     }
     nlohmann::json j = nlohmann::json::parse(res->body, nullptr, false);
     if (j.is_discarded() || !j.contains("data") || !j["data"].is_array() || j["data"].empty() ||

@@ -184,6 +184,16 @@ Router::Router(RouterConfig config) : config_(std::move(config)), server_(config
                 if (!id.empty() && seen.insert(id).second) data.push_back(m);
             }
         }
+        // No backend admitted and no list known (the router's start, its backends still loading): 503, as
+        // `voltllm serve` answers while it loads, not an empty 200 that a client polling /v1/models for
+        // readiness would take for "ready" (docs/operations.md).
+        if (!any_up && data.empty()) {
+            return server_.send_error(
+                res, server::ApiError{503, "server_error",
+                                      "No backend is admitted yet (loading, or unreachable); GET /health "
+                                      "turns 200 with the first.",
+                                      std::nullopt, std::string("no_backend")});
+        }
         server::HttpServer::send_json(res, 200, {{"object", "list"}, {"data", data}});
     });
     server_.get(

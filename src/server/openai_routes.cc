@@ -93,6 +93,7 @@ OpenAiRoutes::OpenAiRoutes(RoutesConfig config, HttpServer& server,
     });
     server_.get("/v1/models", [this](const HttpRequest&, HttpResponse& res) { models(res); });
     server_.get(R"(/v1/models/(.+))", [this](const HttpRequest& req, HttpResponse& res) {
+        if (answered_loading(res)) return;
         const std::string name = req.matches[1];
         if (!known_model(config_, name)) return server_.send_error(res, model_not_found(name));
         HttpServer::send_json(res, 200, model_json(name));
@@ -160,7 +161,17 @@ nlohmann::json OpenAiRoutes::model_json(const std::string& name) const {
     return m;
 }
 
+// vLLM listens only once the engine is ready, so its clients take any answer of /v1/models (or of another
+// API route) for "ready": until set_engine, those routes answer 503 model_loading, as generation does.
+// /health, /load, /metrics and /version still answer (docs/api.md "While the model loads").
+bool OpenAiRoutes::answered_loading(HttpResponse& res) {
+    if (engine_.load() != nullptr) return false;
+    server_.send_error(res, loading_error());
+    return true;
+}
+
 void OpenAiRoutes::models(HttpResponse& res) {
+    if (answered_loading(res)) return;
     json data = json::array();
     for (const std::string& name : config_.served_model_names) data.push_back(model_json(name));
     HttpServer::send_json(res, 200, {{"object", "list"}, {"data", std::move(data)}});
@@ -442,6 +453,7 @@ void OpenAiRoutes::completions(const HttpRequest& req, HttpResponse& res) {
 }
 
 void OpenAiRoutes::tokenize(const HttpRequest& req, HttpResponse& res) {
+    if (answered_loading(res)) return;
     auto body = parse_json_body(req.body);
     if (auto* e = std::get_if<ApiError>(&body)) return server_.send_error(res, *e);
     auto parsed = parse_tokenize_request(std::get<RequestJson>(body));
@@ -467,6 +479,7 @@ void OpenAiRoutes::tokenize(const HttpRequest& req, HttpResponse& res) {
 }
 
 void OpenAiRoutes::detokenize(const HttpRequest& req, HttpResponse& res) {
+    if (answered_loading(res)) return;
     auto body = parse_json_body(req.body);
     if (auto* e = std::get_if<ApiError>(&body)) return server_.send_error(res, *e);
     auto parsed = parse_detokenize_request(std::get<RequestJson>(body));

@@ -47,8 +47,8 @@ struct RoutesConfig {
 
 class OpenAiRoutes {
   public:
-    // `server` must outlive this object. Registers every route at once; generation routes answer 503
-    // until set_engine().
+    // `server` must outlive this object. Registers every route at once; the API routes (generation,
+    // /v1/models, /tokenize, /detokenize) answer 503 model_loading until set_engine().
     OpenAiRoutes(RoutesConfig config, HttpServer& server,
                  std::shared_ptr<const tokenizer::HarmonyEncoding> encoding);
 
@@ -65,6 +65,8 @@ class OpenAiRoutes {
     void completions(const HttpRequest& req, HttpResponse& res);
     void tokenize(const HttpRequest& req, HttpResponse& res);
     void detokenize(const HttpRequest& req, HttpResponse& res);
+    // While no engine is set (the model loads): answers 503 model_loading and returns true.
+    bool answered_loading(HttpResponse& res);
     void models(HttpResponse& res);
     nlohmann::json model_json(const std::string& name) const;
     // build_conversation + the harmony render of the generation prompt (a forced call's header included).

@@ -415,5 +415,34 @@ TEST(BenchRun, UnreachableServerIsUnavailable) {
     EXPECT_EQ(run.status().code(), StatusCode::kUnavailable);
 }
 
+// Without --model, the first GET /v1/models of a server still loading (voltllm serve: 503 model_loading)
+// fails at once with what to wait for, as `vllm bench serve` fails when /v1/models does not answer 200.
+TEST(BenchRun, ServerStillLoadingIsAClearError) {
+    server::HttpServerConfig hc;
+    hc.port = 0;
+    hc.shutdown_grace = std::chrono::milliseconds(0);
+    server::HttpServer loading(hc);
+    loading.get("/v1/models", [](const server::HttpRequest&, server::HttpResponse& res) {
+        server::HttpServer::send_json(res, 503,
+                                      {{"error",
+                                        {{"message", "The model is still loading."},
+                                         {"type", "server_error"},
+                                         {"code", "model_loading"}}}});
+    });
+    ASSERT_TRUE(loading.bind().is_ok());
+    std::thread thread([&loading] { loading.run(); });
+    BenchConfig c;
+    c.base_url = "http://127.0.0.1:" + std::to_string(loading.port());
+    c.num_prompts = 1;
+    auto run = run_benchmark(c, make_random_requests(c));
+    loading.shutdown();
+    thread.join();
+    ASSERT_FALSE(run.is_ok());
+    EXPECT_EQ(run.status().code(), StatusCode::kUnavailable);
+    EXPECT_NE(run.status().message().find("HTTP 503"), std::string::npos) << run.status().message();
+    EXPECT_NE(run.status().message().find("still loading the model"), std::string::npos)
+        << run.status().message();
+}
+
 }  // namespace
 }  // namespace volt::bench

@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <sys/wait.h>
 
+#include <atomic>
 #include <thread>
 
 #include "router/router.h"
@@ -204,6 +205,56 @@ TEST(Router, ABackendBreakingAStreamMidwayGivesAnErrorEventThenDone) {
     EXPECT_EQ(events[2], "[DONE]");
     EXPECT_NE(run.router.metrics_text().find("voltllm_router_midstream_failures_total 1\n"),
               std::string::npos);
+}
+
+// The router's own start: while no backend has passed /health (each still loading, as `voltllm serve`
+// answers 503 to /health and /v1/models then), GET /v1/models is 503 no_backend, never an empty 200 that a
+// client polling it for readiness would take for "ready"; once one is admitted, its list.
+TEST(Router, ModelsIs503UntilABackendIsAdmitted) {
+    std::atomic<bool> loaded{false};
+    server::HttpServer backend(Backend::config());
+    backend.get(
+        "/health",
+        [&loaded](const server::HttpRequest&, server::HttpResponse& r) {
+            server::HttpServer::send_json(r, loaded.load() ? 200 : 503,
+                                          {{"status", loaded.load() ? "ok" : "loading"}});
+        },
+        true);
+    backend.get("/v1/models", [&loaded](const server::HttpRequest&, server::HttpResponse& r) {
+        if (!loaded.load()) {
+            server::HttpServer::send_json(r, 503, {{"error", {{"code", "model_loading"}}}});
+            return;
+        }
+        server::HttpServer::send_json(
+            r, 200, {{"object", "list"}, {"data", {{{"id", "model-a"}, {"object", "model"}}}}});
+    });
+    ASSERT_TRUE(backend.bind().is_ok());
+    std::thread backend_thread([&backend] { backend.run(); });
+    router::Router router(router_config({"http://127.0.0.1:" + std::to_string(backend.port())}));
+    ASSERT_TRUE(router.start().is_ok());
+    std::thread router_thread([&router] { router.run(); });
+    server::HttpClient c("127.0.0.1", router.port(), 10s);
+
+    std::this_thread::sleep_for(200ms);  // a few health rounds (50 ms), all 503
+    ASSERT_FALSE(router.backends()[0].up);
+    auto loading = c.request("GET", "/v1/models");
+    ASSERT_TRUE(loading.is_ok()) << loading.status().message();
+    EXPECT_EQ(loading->status, 503) << loading->body;
+    EXPECT_NE(loading->body.find("\"code\":\"no_backend\""), std::string::npos) << loading->body;
+    EXPECT_EQ(c.request("GET", "/health")->status, 503);
+
+    loaded.store(true);
+    for (int i = 0; i < 1000 && !router.backends()[0].up; ++i) std::this_thread::sleep_for(10ms);
+    ASSERT_TRUE(router.backends()[0].up);
+    auto ready = c.request("GET", "/v1/models");
+    ASSERT_TRUE(ready.is_ok());
+    EXPECT_EQ(ready->status, 200) << ready->body;
+    EXPECT_NE(ready->body.find("model-a"), std::string::npos) << ready->body;
+
+    router.shutdown();
+    router_thread.join();
+    backend.shutdown();
+    backend_thread.join();
 }
 
 }  // namespace
