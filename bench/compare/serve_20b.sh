@@ -88,6 +88,7 @@ bench() {  # bench NAME C IN OUT N: one voltllm bench serve run; the result JSON
     for i in $(seq 1 "$5"); do echo "{\"prompt\": [$(cpy ids "$3" "$i")], \"output_len\": $4}"; done >"$W/slogs/$1.dataset.jsonl"
     src=(--dataset-path "$W/slogs/$1.dataset.jsonl")
   fi
+  rm -f "$W/slogs/$1.json"  # no result of an earlier call can stand in for this run's
   timeout "$(left)" "$V" --log-level warning bench serve --port "$PORT" --endpoint /v1/completions --num-prompts "$5" \
     --max-concurrency "$2" "${src[@]}" --save-result --result-filename "$W/slogs/$1.json" >"$W/slogs/$1.log" 2>&1
 }
@@ -114,9 +115,12 @@ run_engine() {  # run_engine NAME START_COMMAND...
   fi
   emit "{\"step\": \"$name up\", \"startup_s\": $(($(date +%s) - ts)), \"at_s\": $(since)}"
   bench "$name.warmup" 1 2048 8 1
-  local loads load c in out reps r files
-  gone() {  # true (with a row saying so) once the server has exited: the remaining loads are skipped
+  local loads load c in out reps r files dead=0
+  gone() {  # true (with a row saying so, once) when the server has exited: no row from a run against it,
+    # and the remaining loads are skipped
+    [ "$dead" = 1 ] && return 0
     kill -0 "$pid" 2>/dev/null && return 1
+    dead=1
     emit "{\"engine\": \"$name\", \"error\": \"the server exited during $1; its later loads were skipped (log: slogs/$name.server.log)\", \"at_s\": $(since)}"
     return 0
   }
@@ -125,8 +129,8 @@ run_engine() {  # run_engine NAME START_COMMAND...
     files=()
     for r in 1 2 3; do  # a process a request: no HTTP connection is reused (a stale keep-alive one failed once)
       bench "$name.ttft$in.r$r" 1 "$in" 1 1
-      files+=("$W/slogs/$name.ttft$in.r$r.json")
       gone "ttft$in.r$r" && break 2
+      files+=("$W/slogs/$name.ttft$in.r$r.json")
     done
     cpy serve "${files[@]}" --engine "$name" --figure "ttft_$in" --field ttft \
       --versions "$([ "$name" = voltllm ] && echo "$VVER" || echo "$LVER")" \
@@ -136,13 +140,14 @@ run_engine() {  # run_engine NAME START_COMMAND...
   for load in "${loads[@]}"; do
     read -r c in out reps <<<"$load"
     late "$name c$c" && break
+    gone "c$c" && break
     files=()
     for r in $(seq 1 "$reps"); do
       bench "$name.c$c.r$r" "$c" "$in" "$out" "$c"
-      files+=("$W/slogs/$name.c$c.r$r.json")
       gone "c$c.r$r" && break
+      files+=("$W/slogs/$name.c$c.r$r.json")
     done
-    [ "${#files[@]}" = "$reps" ] || break  # the server died in this load: no row from a partial set
+    [ "$dead" = 1 ] && break  # the server died in this load: no row from a partial set
     cpy serve "${files[@]}" --engine "$name" --figure "serve_c${c}_out" --versions "$([ "$name" = voltllm ] && echo "$VVER" || echo "$LVER")" \
       --command "voltllm bench serve --max-concurrency $c --num-prompts $c --random-input-len $in --random-output-len $out --seed 0 (x$reps) against: $startcmd" | tee -a "$J"
   done
@@ -287,7 +292,9 @@ if want kld_self && ! late kld_self; then
     done
   done
   for dt in auto half; do
-    emit_self "$(cpy kld-npy --base "$K"/float*.npy --model "$K/$dt"*.npy --ids "$K/windows.json" 2>>"$W/slogs/kld_self.log")" \
+    base=() model=()
+    for k in $(seq 0 $((n_chunk - 1))); do base+=("$K/float$k.npy"); model+=("$K/$dt$k.npy"); done  # window order
+    emit_self "$(cpy kld-npy --base "${base[@]}" --model "${model[@]}" --ids "$K/windows.json" 2>>"$W/slogs/kld_self.log")" \
       "self_$dt" "voltllm logits --dtype $dt (f16 KV) vs --dtype float (f32 KV), $n_chunk windows of $n_ctx held-out ids; compare.py kld-npy"
   done
   rm -f "$K"/*.npy

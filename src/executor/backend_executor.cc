@@ -639,25 +639,27 @@ Status BackendExecutor::run_rank(int i, const StepBatch& b, const model::HostSte
         // in the same order (per micro-batch: the tp all-reduces, one send / recv per stage boundary, the
         // logits gather). Each micro-batch writes the KV of its own sequences only.
         if (st.micro_uploads.size() < micro_.size()) st.micro_uploads.resize(micro_.size());
+        // A sampling error (only the output rank samples) is kept, not returned at once: this rank still
+        // runs the later micro-batches and finishes the step, so its peers' collectives are all met (as
+        // on the whole-step path below); the step then fails with it.
         int64_t bytes = 0;
+        Status sampled = Status::ok();
         for (size_t m = 0; m < micro_.size(); ++m) {
             const MicroStep& ms = micro_[m];
             VOLT_ASSIGN_OR_RETURN(
                 model::ForwardBatch fb,
                 st.micro_uploads[m].upload(*r.backend, ms.step, nullptr, nullptr, &st.tables));
             bytes += st.micro_uploads[m].last_input_bytes();
-            Status sampled = Status::ok();
             VOLT_RETURN_IF_ERROR(r.forward->run(fb, st.cache.layers(), st.ws,
                                                 [&](int64_t first, int64_t count, const float* logits) {
                                                     if (sampled.is_ok())
                                                         sampled = sample_micro(b, ms, first, count, logits);
                                                 }));
-            VOLT_RETURN_IF_ERROR(sampled);
         }
         if (i == 0) last_input_bytes_ = bytes;
         if (r.tp_comm) VOLT_RETURN_IF_ERROR(r.tp_comm->finish_step());
         if (r.pp_comm) VOLT_RETURN_IF_ERROR(r.pp_comm->finish_step());
-        return Status::ok();
+        return sampled;
     }
     VOLT_ASSIGN_OR_RETURN(model::ForwardBatch fb,
                           st.upload.upload(*r.backend, step, nullptr, nullptr, &st.tables));
