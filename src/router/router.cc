@@ -176,23 +176,24 @@ Router::Router(RouterConfig config) : config_(std::move(config)), server_(config
             std::lock_guard<std::mutex> l(b->mu);
             any_up = any_up || b->up;
         }
+        // No backend admitted now (the router's start with its backends still loading, or every backend
+        // ejected): 503, as `voltllm serve` answers while it loads and as /health says, not a 200 (empty,
+        // or the last known list) that a client polling /v1/models for readiness would take for "ready"
+        // (docs/operations.md).
+        if (!any_up) {
+            return server_.send_error(
+                res, server::ApiError{503, "server_error",
+                                      "No backend is admitted (loading, ejected or unreachable); GET /health "
+                                      "turns 200 with the next.",
+                                      std::nullopt, std::string("no_backend")});
+        }
         for (const auto& b : backends_) {
             std::lock_guard<std::mutex> l(b->mu);
-            if (any_up && !b->up) continue;
+            if (!b->up) continue;
             for (const json& m : b->models) {
                 const std::string id = m.value("id", "");
                 if (!id.empty() && seen.insert(id).second) data.push_back(m);
             }
-        }
-        // No backend admitted and no list known (the router's start, its backends still loading): 503, as
-        // `voltllm serve` answers while it loads, not an empty 200 that a client polling /v1/models for
-        // readiness would take for "ready" (docs/operations.md).
-        if (!any_up && data.empty()) {
-            return server_.send_error(
-                res, server::ApiError{503, "server_error",
-                                      "No backend is admitted yet (loading, or unreachable); GET /health "
-                                      "turns 200 with the first.",
-                                      std::nullopt, std::string("no_backend")});
         }
         server::HttpServer::send_json(res, 200, {{"object", "list"}, {"data", data}});
     });

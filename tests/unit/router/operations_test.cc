@@ -251,6 +251,16 @@ TEST(Router, ModelsIs503UntilABackendIsAdmitted) {
     EXPECT_EQ(ready->status, 200) << ready->body;
     EXPECT_NE(ready->body.find("model-a"), std::string::npos) << ready->body;
 
+    // Every backend ejected again: 503, not the last known list (as /health).
+    loaded.store(false);
+    for (int i = 0; i < 1000 && router.backends()[0].up; ++i) std::this_thread::sleep_for(10ms);
+    ASSERT_FALSE(router.backends()[0].up);
+    auto ejected = c.request("GET", "/v1/models");
+    ASSERT_TRUE(ejected.is_ok());
+    EXPECT_EQ(ejected->status, 503) << ejected->body;
+    EXPECT_NE(ejected->body.find("\"code\":\"no_backend\""), std::string::npos) << ejected->body;
+    EXPECT_EQ(c.request("GET", "/health")->status, 503);
+
     router.shutdown();
     router_thread.join();
     backend.shutdown();
