@@ -376,7 +376,7 @@ void Router::forward(std::shared_ptr<Proxy> p) {
     std::string last_error = "no backend is configured";
     bool have_5xx = false;
     int held_status = 0;
-    std::string held_type, held_body;
+    std::string held_type, held_body, held_retry_after;
     for (int a = 0; a < attempts; ++a) {
         Backend* b = pick(tried, p->key);
         if (b == nullptr) break;
@@ -461,6 +461,7 @@ void Router::forward(std::shared_ptr<Proxy> p) {
             have_5xx = true;
             held_status = status;
             held_type = type;
+            held_retry_after = retry_after;
             held_body = std::move(held);
             last_error = b->url + " answered " + std::to_string(status);
         } else {
@@ -470,6 +471,11 @@ void Router::forward(std::shared_ptr<Proxy> p) {
     }
     ++unserved_;
     if (have_5xx) {
+        if (!held_retry_after
+                 .empty()) {  // a 503's "come back in N s" (model_loading, queue_full) goes with it
+            std::lock_guard<std::mutex> l(p->mu);
+            p->headers.emplace_back("Retry-After", held_retry_after);
+        }
         p->finish(held_status, held_type, held_body, true);
         return;
     }

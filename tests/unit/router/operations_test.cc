@@ -183,6 +183,26 @@ TEST(Router, A5xxBeforeTheFirstByteIsRetriedOnAnotherBackendAndEjects) {
         << run.router.metrics_text();
 }
 
+// The only backend answers 503 with Retry-After (a server still loading, or at capacity): no other backend
+// does better, so the router relays that answer, its Retry-After included.
+TEST(Router, AHeld503KeepsItsRetryAfter) {
+    Backend busy([](server::HttpServer& h) {
+        h.post("/v1/completions", [](const server::HttpRequest&, server::HttpResponse& r) {
+            r.set_header("Retry-After", "7");
+            server::HttpServer::send_json(r, 503, {{"error", {{"code", "queue_full"}}}});
+        });
+        models_route(h, "model-a");
+    });
+    RouterRun run(router_config({busy.url()}));
+    ASSERT_TRUE(run.router.backends()[0].up);
+    server::HttpClient c("127.0.0.1", run.router.port(), 10s);
+    auto r = c.request("POST", "/v1/completions", "{}");
+    ASSERT_TRUE(r.is_ok()) << r.status().message();
+    EXPECT_EQ(r->status, 503) << r->body;
+    EXPECT_NE(r->body.find("queue_full"), std::string::npos) << r->body;
+    EXPECT_EQ(r->header("Retry-After"), "7");
+}
+
 TEST(Router, ABackendBreakingAStreamMidwayGivesAnErrorEventThenDone) {
     Backend breaking([](server::HttpServer& h) {
         h.post("/v1/completions", [](const server::HttpRequest&, server::HttpResponse& r) {
