@@ -14,6 +14,8 @@ W=/tmp/llama-build
 rm -rf "$W" && mkdir -p "$W"
 tar -C "$W" -xJf out/compare/llama-src.tar.xz
 cat "$W/llama.cpp/VOLT_SOURCE"
+# The one local patch (its docstring says why): llama-server 500s on a random model's malformed UTF-8.
+python3 bench/compare/patch_llama.py "$W/llama.cpp"
 export PATH=/usr/local/cuda/bin:$PATH
 t0=$(date +%s)
 # shellcheck disable=SC2016  # $ORIGIN is for the linker, not the shell

@@ -4,7 +4,7 @@
 # call A left llama.cpp built (/tmp/llama-build) and the checkpoint in both formats (/tmp/volt-compare).
 # About 7 minutes. Parts (VOLT_COMPARE_PARTS, default all, in this order):
 #   serve_llama, serve_voltllm  each server started fresh, then the same `voltllm bench serve` loads (random
-#       token-id prompts, ignore_eos, seed 0, all sent at once under --max-concurrency C): a warm-up request;
+#       token-id prompts, ignore_eos, a seed per run (no prompt is sent twice), all sent at once under --max-concurrency C): a warm-up request;
 #       output tok/s at concurrency 8, 32, 128 with 2,048-token prompts and 128 new tokens (C requests a repeat,
 #       3 repeats); TTFT of 512- and 2,048-token prompts (3 runs of one request each); the peak GPU memory
 #       of the whole run (nvidia-smi every 0.2 s). llama-server pinned: -ngl 99, -fa on, CUDA graphs (default),
@@ -82,10 +82,14 @@ wait_ready() {  # wait_ready PID URL SECONDS
 # bench serve's random prompts draw ids below 199,998 (gpt-oss's ordinary ids); a model with a smaller
 # vocabulary (the demo model of the dry run) gets a dataset of the same shape with ids 10..99 instead.
 VOCAB=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['vocab_size'])" "$M/config.json")
-bench() {  # bench NAME C IN OUT N: one voltllm bench serve run; the result JSON is $W/slogs/NAME.json
-  local src=(--random-input-len "$3" --random-output-len "$4" --seed 0) i
+bench() {  # bench NAME C IN OUT N SEED: one voltllm bench serve run; the result JSON is $W/slogs/NAME.json.
+  # Every run has a seed of its own, so no prompt repeats one sent before (as a prefix either: the prompts of
+  # one seed are a prefix of a longer list with the same seed): llama-server caches each slot's last prompt
+  # (cache_prompt, on by default) and voltllm has no prefix cache, so a repeated prompt measured llama.cpp's
+  # cache hits, not its prefill (the second set of 2026-12-06: TTFT 169.6 ms, then 30.8 ms twice).
+  local src=(--random-input-len "$3" --random-output-len "$4" --seed "$6") i
   if [ "$VOCAB" -lt 199998 ]; then
-    for i in $(seq 1 "$5"); do echo "{\"prompt\": [$(cpy ids "$3" "$i")], \"output_len\": $4}"; done >"$W/slogs/$1.dataset.jsonl"
+    for i in $(seq 1 "$5"); do echo "{\"prompt\": [$(cpy ids "$3" "$(($6 * 1000 + i))")], \"output_len\": $4}"; done >"$W/slogs/$1.dataset.jsonl"
     src=(--dataset-path "$W/slogs/$1.dataset.jsonl")
   fi
   rm -f "$W/slogs/$1.json"  # no result of an earlier call can stand in for this run's
@@ -114,7 +118,7 @@ run_engine() {  # run_engine NAME START_COMMAND...
     return
   fi
   emit "{\"step\": \"$name up\", \"startup_s\": $(($(date +%s) - ts)), \"at_s\": $(since)}"
-  bench "$name.warmup" 1 2048 8 1
+  bench "$name.warmup" 1 2048 8 1 7
   local loads load c in out reps r files dead=0
   gone() {  # true (with a row saying so, once) when the server has exited: no row from a run against it,
     # and the remaining loads are skipped
@@ -128,13 +132,13 @@ run_engine() {  # run_engine NAME START_COMMAND...
     late "$name ttft $in" && break
     files=()
     for r in 1 2 3; do  # a process a request: no HTTP connection is reused (a stale keep-alive one failed once)
-      bench "$name.ttft$in.r$r" 1 "$in" 1 1
+      bench "$name.ttft$in.r$r" 1 "$in" 1 1 "$((100000 + 10 * in + r))"
       gone "ttft$in.r$r" && break 2
       files+=("$W/slogs/$name.ttft$in.r$r.json")
     done
     cpy serve "${files[@]}" --engine "$name" --figure "ttft_$in" --field ttft \
       --versions "$([ "$name" = voltllm ] && echo "$VVER" || echo "$LVER")" \
-      --command "voltllm bench serve --max-concurrency 1 --num-prompts 3 --random-input-len $in --random-output-len 1 (x3) against: $startcmd" | tee -a "$J"
+      --command "voltllm bench serve --max-concurrency 1 --num-prompts 3 --random-input-len $in --random-output-len 1 --seed 100000+10*$in+r (r = 1..3; one run a request, a prompt of its own) against: $startcmd" | tee -a "$J"
   done
   IFS=';' read -r -a loads <<<"${VOLT_COMPARE_LOADS:-8 2048 128 3;32 2048 128 3;128 2048 128 3}"
   for load in "${loads[@]}"; do
@@ -143,13 +147,13 @@ run_engine() {  # run_engine NAME START_COMMAND...
     gone "c$c" && break
     files=()
     for r in $(seq 1 "$reps"); do
-      bench "$name.c$c.r$r" "$c" "$in" "$out" "$c"
+      bench "$name.c$c.r$r" "$c" "$in" "$out" "$c" "$((1000 * c + r))"
       gone "c$c.r$r" && break
       files+=("$W/slogs/$name.c$c.r$r.json")
     done
     [ "$dead" = 1 ] && break  # the server died in this load: no row from a partial set
     cpy serve "${files[@]}" --engine "$name" --figure "serve_c${c}_out" --versions "$([ "$name" = voltllm ] && echo "$VVER" || echo "$LVER")" \
-      --command "voltllm bench serve --max-concurrency $c --num-prompts $c --random-input-len $in --random-output-len $out --seed 0 (x$reps) against: $startcmd" | tee -a "$J"
+      --command "voltllm bench serve --max-concurrency $c --num-prompts $c --random-input-len $in --random-output-len $out --seed 1000*$c+r (r = 1..$reps: no prompt sent twice) against: $startcmd" | tee -a "$J"
   done
   kill "$pid" 2>/dev/null
   wait "$pid" 2>/dev/null
