@@ -28,7 +28,7 @@ R=$W/results
 mkdir -p "$OUT" "$L" "$R" "$W/golden"
 exec > >(tee "$OUT/check.log") 2>&1
 export VOLT_SOURCE_DIR=$ROOT
-export CUDA_CACHE_PATH=$W/jit-cache  # the compute_70 PTX is JIT-compiled once, then cached for every part
+export CUDA_CACHE_PATH=${CUDA_CACHE_PATH:-$W/jit-cache}  # the compute_70 PTX is JIT-compiled once, then cached for every part (a caller may share one)
 PARTS=$W/parts.tsv
 : >"$PARTS"
 V=$B/voltllm

@@ -7,10 +7,10 @@
 #               --cpu-offload-experts 1 / all / 0,2 vs without: --dtype float (both sides f32; pass: max
 #               |diff| <= 1e-3 x max |logit|, the GPU's and the CPU kernel's f32 summation orders) and
 #               --dtype auto (informational: the GPU's half-precision experts vs the CPU's f32 ones)
-#   serve_120b  the 120b shape, dummy weights, --gpu-memory-utilization 0.12 (~16.9 GB of an H200: the
+#   serve_120b  the 120b shape, dummy weights, --gpu-memory-utilization U (0.12 of an H200, 0.21 of an H100: ~16.9 GB; the
 #               non-offloaded model does not fit) --cpu-offload-gb 50 (the experts of the last 32 layers):
 #               a chat request must answer 200 with finish_reason stop/length (a NaN would end it with
-#               an error), and the process's GPU memory (nvidia-smi, every 0.2 s) stay <= 0.12 x total
+#               an error), and the process's GPU memory (nvidia-smi, every 0.2 s) stay <= U x total
 #   decode_*    voltllm generate --device cuda on the 20b shape, dummy weights, batch 1, 128 greedy tokens
 #               with the experts of 0, 4, 12, 24 layers offloaded: tok/s, the host's read bandwidth the
 #               process measured at start, and the fraction of it the offloaded experts' bytes per token x
@@ -95,10 +95,13 @@ for m in 20b 120b; do
   cp assets/demo-model/tokenizer.json "$W/$m/"
 done
 
-# ---- (b) the 120b shape under 0.12 of the GPU, most experts on the host ----
+# ---- (b) the 120b shape under about a 16 GB card's memory, most experts on the host ----
+# U: the H200's 0.12 (17,252 MiB) as this GPU's share, rounded down (0.21 of an H100 80GB: 17,127 MiB), so the
+# cap is the same card size on either machine.
+U120=$(python3 -c "import math; print(math.floor(100 * 17252 / $TOTAL_MIB) / 100)")
 if want serve_120b; then
   PORT=$((8100 + RANDOM % 800))
-  "$V" serve "$W/120b" --device cuda --load-format dummy --gpu-memory-utilization 0.12 --cpu-offload-gb 50 \
+  "$V" serve "$W/120b" --device cuda --load-format dummy --gpu-memory-utilization "$U120" --cpu-offload-gb 50 \
     --max-model-len 4096 --max-num-seqs 4 --max-num-batched-tokens 512 --port "$PORT" >"$W/logs/serve_120b.log" 2>&1 &
   PID=$!
   (while kill -0 "$PID" 2>/dev/null; do
@@ -130,11 +133,11 @@ try: r = json.load(open('$W/logs/serve_120b.json'))
 except Exception: r = {}
 ch = (r.get('choices') or [{}])[0]
 fin = ch.get('finish_reason'); usage = r.get('usage', {})
-peak = int('${peak:-0}' or 0); budget = 0.12 * $TOTAL_MIB
+peak = int('${peak:-0}' or 0); budget = $U120 * $TOTAL_MIB
 ok = $up == 1 and fin in ('stop', 'length') and 0 < peak <= budget
 print(json.dumps({'part': 'serve_120b', 'pass': ok, 'started': $up == 1, 'finish_reason': fin,
   'completion_tokens': usage.get('completion_tokens'), 'request_s': round(${t1:-0} - ${t0:-0}, 2),
-  'peak_mib': peak, 'budget_mib': round(budget), 'server_exit': $src, 'error': r.get('error')}))")"
+  'peak_mib': peak, 'budget_mib': round(budget), 'utilization': $U120, 'server_exit': $src, 'error': r.get('error')}))")"
   grep -h "offload:\|memory:\|KV blocks\|max-model-len" "$W/logs/serve_120b.log" | head -8
 fi
 

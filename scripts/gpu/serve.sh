@@ -11,11 +11,10 @@
 #               default) and --enforce-eager (the *_eager rows)
 #   serve_demo  voltllm serve --device cuda on the demo model, then serve_client.py (chat, tool call,
 #               streaming, n=2, logprobs, 2k prompt logprobs, 64 streams, disconnect frees the KV cache)
-#   memory_20b  the 20b shape served at --gpu-memory-utilization 0.10 --max-model-len 8192, the embedding
-#               in host memory, --max-num-batched-tokens 512 (a V100-16GB's
-#               budget at 0.9 is 14.4 GB; 0.10 of an H200 is ~14 GiB): the process's peak GPU memory, read
-#               by nvidia-smi from outside every 0.2 s during start-up and requests, must stay within
-#               0.10 x total
+#   memory_20b  the 20b shape served at --gpu-memory-utilization U --max-model-len 8192, the embedding in
+#               host memory, --max-num-batched-tokens 512, U = a V100-16GB's budget at 0.9 (14,544 MiB) as
+#               this GPU's share (0.10 of an H200, 0.17 of an H100): the process's peak GPU memory, read by
+#               nvidia-smi from outside every 0.2 s during start-up and requests, must stay within U x total
 #   long_120b   the 120b shape, dummy weights: a 2,000-token prompt and 500 greedy decode steps; generate
 #               exits non-zero if any logits were non-finite (the engine fails the request)
 # VOLT_SERVE_PARTS="decode serve_demo memory_20b long_120b" (the default: all) picks parts.
@@ -30,7 +29,7 @@ W=$(mktemp -d /tmp/volt-gpu-serve.XXXXXX)
 mkdir -p "$OUT" "$W/logs"
 S=$OUT/serve.jsonl
 : >"$S"
-export PYTHONUNBUFFERED=1 CUDA_CACHE_PATH=$W/jit-cache
+export PYTHONUNBUFFERED=1 CUDA_CACHE_PATH=${CUDA_CACHE_PATH:-$W/jit-cache}  # a caller may share one JIT cache
 preset=$(sed -n 's/^preset: //p' "$B/MANIFEST" 2>/dev/null)
 echo "serve: bundle $B (${preset:-unknown})"
 # shellcheck source=scripts/gpu/lib.sh
@@ -135,9 +134,13 @@ else
   tail -20 "$W/logs/serve_demo.log"
 fi
 
+# A V100-16GB's budget at --gpu-memory-utilization 0.9 (16,160 MiB x 0.9 = 14,544 MiB) as this GPU's share,
+# rounded down: 0.10 of an H200 (14,377 MiB), 0.17 of an H100 80GB (13,865 MiB). (A fixed 0.10 left an H100
+# 7.9 GiB, less than the 20b shape's 12 GiB of weights: the run of 2026-12-06 session 5 failed there.)
+MEM_U=$(python3 -c "import math; print(math.floor(100 * 14544 / $TOTAL_MIB) / 100)")
 if ! want memory_20b; then
   :
-elif start_server memory_20b "$W/20b" --load-format dummy --gpu-memory-utilization 0.10 --max-model-len 8192 \
+elif start_server memory_20b "$W/20b" --load-format dummy --gpu-memory-utilization "$MEM_U" --max-model-len 8192 \
   --embedding-in-host-memory \
   --max-num-seqs 16 --max-num-batched-tokens 512; then
   timeout 200 python3 scripts/gpu/serve_client.py "http://127.0.0.1:$PORT" "$W/20b" --quick >"$W/logs/memory_20b.client" 2>&1
@@ -148,8 +151,8 @@ elif start_server memory_20b "$W/20b" --load-format dummy --gpu-memory-utilizati
   peak=$(sort -n "$W/logs/memory_20b.mem" | tail -1)
   emit "$(python3 -c "
 import json
-peak=int('${peak:-0}' or 0); total=$TOTAL_MIB; budget=0.10*total
-print(json.dumps({'part':'memory_20b','pass': $rc==0 and $src==0 and 0<peak<=budget,'peak_mib':peak,
+peak=int('${peak:-0}' or 0); total=$TOTAL_MIB; budget=$MEM_U*total
+print(json.dumps({'part':'memory_20b','pass': $rc==0 and $src==0 and 0<peak<=budget,'peak_mib':peak,'utilization':$MEM_U,
  'budget_mib':round(budget),'total_mib':total,'client_rc':$rc,'server_exit':$src}))")"
   grep -h "memory:\|KV blocks" "$W/logs/memory_20b.log" | head -4
 else
