@@ -305,7 +305,9 @@ double BackendExecutor::max_device_kv_share(int64_t block_size) const {
     int64_t full = 0;
     std::map<int, int64_t> per_device;
     for (int g = 0; g < kNumKvGroups; ++g) full += bytes_per_block(block_size, g);
-    if (full <= 0 || group_->size() == 1) return 1.0;
+    // One rank of several processes: its own shard's share (rank 0's: stage 0 holds the most layers and
+    // every tp rank the same KV heads, so no other process's GPU holds more of a block).
+    if (full <= 0 || (group_->size() == 1 && !process_)) return 1.0;
     for (int i = 0; i < group_->size(); ++i) {
         const model::ModelWeights& w = *group_->rank(i).shard;
         const int64_t end = w.shard.layer_end < 0 ? c.num_hidden_layers : w.shard.layer_end;

@@ -387,6 +387,14 @@ Result<std::unique_ptr<Executor>> make_executor(const EngineFlags& f,
                           "rank " + std::to_string(launch.rank) +
                               " of several processes runs run_process_worker, not an engine");
         VOLT_ASSIGN_OR_RETURN(auto ex, make_process_rank(f, std::move(weights), launch));
+        if (f.device.device == "cuda") {
+            spdlog::info(
+                "cuda graphs: off at tensor x pipeline parallel size > 1 (decode steps run eagerly; "
+                "docs/parallel.md)");
+            // The profiling step runs on every process (rank 0 sends it); the budget is sized from rank
+            // 0's GPU, assumed like the others.
+            if (config) VOLT_RETURN_IF_ERROR(plan_device_memory(f, *ex, config));
+        }
         return std::unique_ptr<Executor>(std::move(ex));
     }
     if (f.executor == "scripted") {
