@@ -6,7 +6,8 @@
 # Writes $OUT/multi_gpu.json, one JSON line per part or sub-run: {"part", "pass" | "skipped", "seconds",
 # numbers...}; every log in $OUT/multi_gpu_logs.tar.gz. A part not started by VOLT_MG_DEADLINE (420 s after
 # the start) is skipped with a line saying so; decode runs are skipped when the slowest so far would not fit.
-# Parts (VOLT_MG_PARTS, in this order):
+# Parts (VOLT_MG_PARTS; run in the order info golden text procs fault commbench decode, ttft inside decode
+# after its batch-1 runs, so that the deadline cuts the larger batches first):
 #   info     nvidia-smi topo -m (lines), the GPUs, libnccl's version, and from one `voltllm logits` at TP = all
 #            GPUs on tiny-kv8 (log level info) the engine's own lines: "peer access: GPU i -> GPU j: ..." per
 #            ordered pair (src/cuda/peer_access.cc), "custom all-reduce: on|off ...", "parallel: ...
@@ -40,7 +41,7 @@
 #   VOLT_MG_DEVICE (cuda)   cpu: ranks are threads / TCP processes, no nvidia-smi, no commbench
 #   VOLT_MG_GPUS            GPUs to use (default: nvidia-smi's count; 2 on cpu)
 #   VOLT_MG_SHAPE ("--preset 120b")  make-model flags of the decode / ttft model; VOLT_MG_LAYERS: --layers N
-#   VOLT_MG_PARTS ("info golden text procs decode ttft commbench fault"), VOLT_MG_DEADLINE (420),
+#   VOLT_MG_PARTS ("info golden text procs fault commbench decode ttft"), VOLT_MG_DEADLINE (420),
 #   VOLT_MG_TOKENS (64), VOLT_MG_PROMPTS (2), VOLT_MG_TTFT_TOKENS (2048), VOLT_MG_DTYPE (half; the decode model)
 # Exit 0 when no part failed (skips do not fail). Not yet run on a GPU (written 2026-12-06 without one).
 # shellcheck disable=SC2317
@@ -51,7 +52,7 @@ B=$(cd "${1:?usage: scripts/gpu/multi_gpu.sh BUNDLE}" && pwd)
 V=$B/voltllm
 DEV=${VOLT_MG_DEVICE:-cuda}
 read -r -a SHAPE <<<"${VOLT_MG_SHAPE:---preset 120b}"
-PARTS=" ${VOLT_MG_PARTS:-info golden text procs decode ttft commbench fault} "
+PARTS=" ${VOLT_MG_PARTS:-info golden text procs fault commbench decode ttft} "
 DEADLINE=${VOLT_MG_DEADLINE:-420}
 NTOK=${VOLT_MG_TOKENS:-64}
 NPROMPTS=${VOLT_MG_PROMPTS:-2}
@@ -273,6 +274,36 @@ print(json.dumps(r))' "$W" "$rc" "$L" >"$W/procs.json"
 }
 part procs procs
 
+# ---- fault: a stalled rank across processes fails the group within --collective-timeout ----
+fault() {
+  sh tests/unit/executor/multiprocess_failure.sh "$V" "$W/fault" stall --device "$DEV"
+  local rc=$?
+  py '
+import glob
+err = open(os.path.join(sys.argv[1], "rank0.err"), errors="replace").read() if os.path.exists(os.path.join(sys.argv[1], "rank0.err")) else ""
+w = [msg(l) for l in err.splitlines() if "watchdog" in l][:2]
+print(json.dumps({"pass": int(sys.argv[2]) == 0, "watchdog_lines": w, "timeout_s": 3}))' "$W/fault" "$rc" >"$W/fault.json"
+  cp "$W/fault"/*.err "$L/" 2>/dev/null
+  return "$rc"
+}
+part fault fault
+
+# ---- commbench: NCCL vs the custom all-reduce across GPUs, and the same-device lines ----
+commbench() {
+  if [ "$DEV" != cuda ] || [ ! -x "$B/cuda_backend_test" ]; then
+    echo '{"skipped": "needs --device cuda and the bundle'"'"'s cuda_backend_test"}' >"$W/commbench.json"
+    return 77
+  fi
+  "$B/cuda_backend_test" --gtest_also_run_disabled_tests --gtest_filter='CudaCommBench.*' >"$W/commbench.txt" 2>&1
+  local rc=$?
+  cat "$W/commbench.txt"
+  sed -n 's/^ALLREDUCE //p' "$W/commbench.txt" | while read -r line; do emit "$(py '
+d = json.loads(sys.argv[1]); d = {"part": "allreduce_" + d["comm"] + "_r" + str(d["ranks"]) + "_" + str(d["rows"]) + "_" + d["mode"], "pass": True, **d}
+print(json.dumps(d))' "$line")"; done
+  return "$rc"
+}
+part commbench commbench
+
 # ---- the 120b-shape model (configs only; dummy weights) ----
 LAYERS=()
 [ -n "${VOLT_MG_LAYERS:-}" ] && LAYERS=(--layers "$VOLT_MG_LAYERS")
@@ -316,7 +347,19 @@ if sys.argv[2].startswith("ttft"): d["ttft_s"] = d["gen_seconds"]  # one token: 
 print(json.dumps(d))' "$L/$name.log" "$name" "$r" "$tp" "$n" "$mode" "$eager" "$((t1 - t0))")"
 }
 
-# ---- decode: tok/s of the 120b shape at TP 1, 2, 4; batch-1 parity ----
+# ---- ttft: a 2,048-token prompt, one token ----
+ttft_runs() {
+  local ids tp
+  # Ids below 7,000: the demo tokenizer that the model directory carries bounds the prompt's ids.
+  ids=$(py 'print(",".join(str(13 + (i * 7919) % 7000) for i in range(int(sys.argv[1]))))' "$TTFT_TOKENS")
+  echo "$ids" >"$W/ttft_ids.txt"
+  for tp in 1 "${TPS[@]}"; do
+    run_big "ttft_tp${tp}_${TTFT_TOKENS}" "$tp" 1 custom eager --prompt-ids "$ids" --max-tokens 1 \
+      --max-model-len $((TTFT_TOKENS + 64)) --max-num-batched-tokens "$TTFT_TOKENS"
+  done
+}
+
+# ---- decode: tok/s of the 120b shape at TP 1, 2, 4; batch-1 parity; TTFT; then batch 32 and 8 ----
 decode() {
   local tp n
   local b1=("1 nccl graphs" "1 nccl eager")
@@ -345,6 +388,8 @@ print(json.dumps({"part": sys.argv[3], "pass": len(a[0]) > 0 and len(a[0]) == le
                   "note": "informational at half: the TP sums round in another order; random dummy weights give flat logits"}))' \
       "$W/decode_tp${tp}_b1_${mode}_$eager.out" "$W/decode_tp1_b1_nccl_eager.out" "parity120_tp${tp}_$mode" "$DTYPE")"
   done
+  # TTFT before the larger batches: the deadline cuts from the end.
+  [[ $PARTS == *" ttft "* ]] && ttft_runs
   for n in 32 8; do
     run_big "decode_tp1_b${n}_nccl_graphs" 1 "$n" nccl graphs --prompts-file "$W/prompts_$n.txt" --max-tokens "$NTOK" --ignore-eos
     for tp in "${TPS[@]}"; do
@@ -352,53 +397,13 @@ print(json.dumps({"part": sys.argv[3], "pass": len(a[0]) > 0 and len(a[0]) == le
         --max-tokens "$NTOK" --ignore-eos
     done
   done
-  ! grep -q '"part": "decode_.*"pass": false' "$S"
+  ! grep -Eq '"part": "(decode|ttft)_.*"pass": false' "$S"
 }
+[[ $PARTS == *" decode "* ]] || [[ $PARTS != *" ttft "* ]] || PARTS="$PARTS decode "  # ttft runs inside decode
 part decode decode
 
-# ---- ttft: a 2,048-token prompt, one token ----
-ttft() {
-  local ids tp
-  # Ids below 7,000: the demo tokenizer that the model directory carries bounds the prompt's ids.
-  ids=$(py 'print(",".join(str(13 + (i * 7919) % 7000) for i in range(int(sys.argv[1]))))' "$TTFT_TOKENS")
-  echo "$ids" >"$W/ttft_ids.txt"
-  for tp in 1 "${TPS[@]}"; do
-    run_big "ttft_tp${tp}_${TTFT_TOKENS}" "$tp" 1 custom eager --prompt-ids "$ids" --max-tokens 1 \
-      --max-model-len $((TTFT_TOKENS + 64)) --max-num-batched-tokens "$TTFT_TOKENS"
-  done
-  ! grep -q '"part": "ttft_.*"pass": false' "$S"
-}
-part ttft ttft
 
-# ---- commbench: NCCL vs the custom all-reduce across GPUs, and the same-device lines ----
-commbench() {
-  if [ "$DEV" != cuda ] || [ ! -x "$B/cuda_backend_test" ]; then
-    echo '{"skipped": "needs --device cuda and the bundle'"'"'s cuda_backend_test"}' >"$W/commbench.json"
-    return 77
-  fi
-  "$B/cuda_backend_test" --gtest_also_run_disabled_tests --gtest_filter='CudaCommBench.*' >"$W/commbench.txt" 2>&1
-  local rc=$?
-  cat "$W/commbench.txt"
-  sed -n 's/^ALLREDUCE //p' "$W/commbench.txt" | while read -r line; do emit "$(py '
-d = json.loads(sys.argv[1]); d = {"part": "allreduce_" + d["comm"] + "_r" + str(d["ranks"]) + "_" + str(d["rows"]) + "_" + d["mode"], "pass": True, **d}
-print(json.dumps(d))' "$line")"; done
-  return "$rc"
-}
-part commbench commbench
 
-# ---- fault: a stalled rank across processes fails the group within --collective-timeout ----
-fault() {
-  sh tests/unit/executor/multiprocess_failure.sh "$V" "$W/fault" stall --device "$DEV"
-  local rc=$?
-  py '
-import glob
-err = open(os.path.join(sys.argv[1], "rank0.err"), errors="replace").read() if os.path.exists(os.path.join(sys.argv[1], "rank0.err")) else ""
-w = [msg(l) for l in err.splitlines() if "watchdog" in l][:2]
-print(json.dumps({"pass": int(sys.argv[2]) == 0, "watchdog_lines": w, "timeout_s": 3}))' "$W/fault" "$rc" >"$W/fault.json"
-  cp "$W/fault"/*.err "$L/" 2>/dev/null
-  return "$rc"
-}
-part fault fault
 
 (cd "$W" && find . -maxdepth 1 \( -name '*.txt' -o -name '*.out' \) -print0 | xargs -0 tar czf "$OUT/multi_gpu_logs.tar.gz" logs)
 echo "multi_gpu: $(elapsed) s; $(grep -c '"pass": true' "$S") passed, $(grep -c '"pass": false' "$S") failed, $(grep -c '"skipped"' "$S") skipped -> $S"
