@@ -2,7 +2,10 @@
 
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdlib>
+#include <thread>
 
 #include "core/logging.h"
 #include "cpu/cpu_ops.h"
@@ -204,6 +207,33 @@ Result<ProcessComms> process_gpu_comms(const model::ParallelConfig& p, int rank,
     const std::vector<int> tp_ranks = tp_group_ranks(p, rank), pp_ranks = pp_group_ranks(p, rank);
     const int tp_id = tp_id_index(p, rank), pp_id = pp_id_index(p, rank);
     const cuda::NcclUniqueId none{};
+    // ncclCommInitRank blocks, with no deadline, until every member of the group has joined. A member that
+    // failed instead (its process ended, so its TCP connection closed) would hold this rank there forever:
+    // 2 x 2, rank 2's tp join fails and rank 0 waits in the pp join with it; or rank 0 dies after sending
+    // the ids and its bootstrap roots go with it. A blocking init cannot be cancelled, so while joining this
+    // process watches the world and ends itself when a peer is gone (the others then see its connection
+    // close in turn, and every process ends, as on any failure of the group).
+    std::atomic<bool> joining{true};
+    std::thread watch([&world, &joining, rank] {
+        while (joining.load()) {
+            const Status s = world.check_peers();
+            if (!s.is_ok()) {
+                spdlog::error("parallel: rank {}: {} while joining the NCCL communicators; exiting", rank,
+                              s.message());
+                spdlog::default_logger()->flush();
+                std::_Exit(1);
+            }
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        }
+    });
+    struct StopWatch {
+        std::atomic<bool>& joining;
+        std::thread& watch;
+        ~StopWatch() {
+            joining.store(false);
+            watch.join();
+        }
+    } stop_watch{joining, watch};
     VOLT_ASSIGN_OR_RETURN(
         comms.tp,
         cuda::NcclGroup::join_process(nccl, tp_id >= 0 ? ids[tp_id] : none, static_cast<int>(tp_ranks.size()),
