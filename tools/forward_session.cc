@@ -26,7 +26,16 @@ namespace {
 // rank's shard on its own backend, joined to the other processes over TCP (RankGroup::create_process_rank).
 ForwardSession open_process_rank(ForwardSession s, const executor::DeviceOptions& device,
                                  const model::ParallelConfig& p, const executor::ProcessLaunch& launch) {
-    auto backend = executor::make_backend(device);
+    executor::DeviceOptions d = device;
+    if (d.device == "cuda" && executor::cuda_built()) {
+        // One GPU per process (a build without CUDA fails in make_backend below, saying so).
+        auto gpu = executor::process_gpu(launch, executor::visible_gpus());
+        if (!gpu.is_ok()) fail(gpu.status());
+        d.gpu = gpu->gpu;
+        spdlog::info("parallel: rank {} of {} processes takes GPU {} ({})", launch.rank, launch.world_size,
+                     gpu->gpu, gpu->how);
+    }
+    auto backend = executor::make_backend(d);
     if (!backend.is_ok()) fail(backend.status());
     cpu::TcpOptions o;
     o.rank = launch.rank;
@@ -35,14 +44,21 @@ ForwardSession open_process_rank(ForwardSession s, const executor::DeviceOptions
     o.port = launch.master_port;
     o.config = "logits: world " + std::to_string(launch.world_size) + " (tp " +
                std::to_string(p.tensor_parallel_size) + " x pp " + std::to_string(p.pipeline_parallel_size) +
-               ")";
+               "), device " + d.device + ", dtype " + d.dtype;
     if (const char* secret = std::getenv("VOLT_GROUP_SECRET")) o.secret = secret;
     auto comm = cpu::tcp_connect(o);
     if (!comm.is_ok()) fail(comm.status());
-    auto ranks =
-        executor::RankGroup::create_process_rank(s.host, p, launch.rank, std::move(*backend), **comm);
+    executor::ProcessComms comms;  // GPU ranks: NCCL, its ids over the TCP world
+    if (d.device == "cuda") {
+        auto made = executor::process_gpu_comms(p, launch.rank, d.gpu, **comm, o.comm);
+        if (!made.is_ok()) fail(made.status());
+        comms = std::move(*made);
+    }
+    auto ranks = executor::RankGroup::create_process_rank(s.host, p, launch.rank, std::move(*backend), **comm,
+                                                          std::move(comms));
     if (!ranks.is_ok()) fail(ranks.status());
     s.ranks = std::move(*ranks);
+    s.world = std::move(*comm);
     s.process_rank = launch.rank;
     s.world_size = launch.world_size;
     s.writes_output = s.ranks->holds_output();

@@ -22,6 +22,9 @@ struct ForwardSession {
     std::unique_ptr<ops::HostExperts> host_experts;  // --cpu-offload-experts (after backend, before forward)
     std::shared_ptr<const model::PlacedModel> placed;
     std::unique_ptr<model::Forward> forward;
+    // Launched as several processes: the TCP world (the rank's CPU communicators are its subgroups; GPU
+    // ranks' NCCL communicators poll it for peers that went away). Before `ranks`, which dies first.
+    std::shared_ptr<cpu::TcpCommunicator> world;
     std::unique_ptr<executor::RankGroup> ranks;
     // Launched as one rank of several processes (torchrun's environment: WORLD_SIZE, RANK, MASTER_ADDR,
     // MASTER_PORT): `ranks` holds this process's rank, joined to the others over TCP
@@ -41,8 +44,9 @@ struct ForwardSession {
 // parallel: --tensor-parallel-size / --pipeline-parallel-size (refused with the reason when the model
 // cannot be split so). With WORLD_SIZE > 1 in the environment (torchrun's variables, every process
 // started with the same command line) this process is rank RANK of WORLD_SIZE = tp x pp processes, rank 0
-// listening on MASTER_ADDR:MASTER_PORT; executor::process_launch's refusals (a GPU device across
-// processes) end it with the message.
+// listening on MASTER_ADDR:MASTER_PORT; with --device cuda each process takes one GPU
+// (executor::process_gpu) and its collectives run on NCCL (executor::process_gpu_comms). The refusals
+// of executor::process_launch and process_gpu end it with the message.
 // offload_experts: --cpu-offload-experts (model/offload.h; whole model only, else refused).
 ForwardSession open_forward_or_exit(const std::string& model_dir, const executor::DeviceOptions& device,
                                     const model::ParallelConfig& parallel = {},

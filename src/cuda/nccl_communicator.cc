@@ -30,7 +30,8 @@ class NcclGroupState {
           comms(this->gpus.size(), nullptr),
           options(o) {}
     ~NcclGroupState() {
-        const bool failed = !host.failed().is_ok();
+        // A process rank always aborts: a peer process may be gone, and ncclCommDestroy could wait for it.
+        const bool failed = process || !host.failed().is_ok();
         for (NcclComm c : comms)
             if (c != nullptr) failed ? nccl->comm_abort(c) : nccl->comm_destroy(c);
         for (void* p : one_shot_buffers)
@@ -39,8 +40,12 @@ class NcclGroupState {
     cpu::HostRendezvous host;
     std::shared_ptr<const NcclLibrary> nccl;
     std::vector<int> gpus;
-    std::vector<NcclComm> comms;  // [size]
+    std::vector<NcclComm> comms;  // [size] (a process rank: only its own entry)
     ops::CommunicatorOptions options;
+    // A group whose ranks are processes (NcclGroup::join_process): this process holds one rank, `host`
+    // only keeps the sticky failure (no meets), and waits poll `peers_alive` (may be null).
+    bool process = false;
+    std::function<Status()> peers_alive;
     // The one-shot all-reduce (empty vectors when off): rank r's buffers live on gpus[r].
     bool one_shot = false;
     std::vector<float*> staging;   // [size] each [2, kOneShotMaxBytes / 4] f32 (halves by epoch parity)
@@ -82,7 +87,7 @@ class NcclCommunicator : public ops::Communicator {
     Status all_reduce_sum(float* data, int64_t count) override {
         const CollectiveTag tag = tags_.next(CollectiveKind::kAllReduceSum, count * 4);
         if (size() == 1) return Status::ok();
-        VOLT_RETURN_IF_ERROR(g_->host.meet(rank_, {tag, data}));
+        VOLT_RETURN_IF_ERROR(meet(tag, data));
         if (g_->one_shot && count * 4 <= NcclGroup::kOneShotMaxBytes) {
             // Every rank makes the same calls in the same order (checked above): the epochs agree.
             const unsigned epoch = ++epoch_;
@@ -123,7 +128,7 @@ class NcclCommunicator : public ops::Communicator {
                                                 cudaMemcpyDeviceToDevice, stream_));
             return Status::ok();
         }
-        VOLT_RETURN_IF_ERROR(g_->host.meet(rank_, {tag, in}));
+        VOLT_RETURN_IF_ERROR(meet(tag, in));
         if (rank_ != root) {
             if (counts[rank_] == 0) return Status::ok();
             return nccl_call(
@@ -151,16 +156,24 @@ class NcclCommunicator : public ops::Communicator {
         VOLT_CHECK(peer >= 0 && peer < size() && peer != rank_) << "send to rank " << peer;
         const CollectiveTag tag = tags_.next_p2p(true, peer, bytes);
         // The tag goes through the host mailbox first: the receiver checks it before enqueueing its recv.
-        VOLT_RETURN_IF_ERROR(g_->host.wait_mailbox(rank_, rank_, peer, true, tag));
-        g_->host.set_mailbox(rank_, peer, true, tag);
+        if (g_->process) {
+            VOLT_RETURN_IF_ERROR(g_->host.failed());
+        } else {
+            VOLT_RETURN_IF_ERROR(g_->host.wait_mailbox(rank_, rank_, peer, true, tag));
+            g_->host.set_mailbox(rank_, peer, true, tag);
+        }
         return nccl_call(g_->nccl->send(data, static_cast<size_t>(bytes), kNcclUint8, peer, comm(), stream_),
                          "ncclSend");
     }
     Status recv(void* data, int64_t bytes, int peer) override {
         VOLT_CHECK(peer >= 0 && peer < size() && peer != rank_) << "recv from rank " << peer;
         const CollectiveTag tag = tags_.next_p2p(false, peer, bytes);
-        VOLT_RETURN_IF_ERROR(g_->host.wait_mailbox(rank_, peer, rank_, false, tag));
-        g_->host.set_mailbox(peer, rank_, false, tag);
+        if (g_->process) {
+            VOLT_RETURN_IF_ERROR(g_->host.failed());
+        } else {
+            VOLT_RETURN_IF_ERROR(g_->host.wait_mailbox(rank_, peer, rank_, false, tag));
+            g_->host.set_mailbox(peer, rank_, false, tag);
+        }
         return nccl_call(g_->nccl->recv(data, static_cast<size_t>(bytes), kNcclUint8, peer, comm(), stream_),
                          "ncclRecv");
     }
@@ -174,33 +187,63 @@ class NcclCommunicator : public ops::Communicator {
     Status finish_step() override {
         VOLT_RETURN_IF_ERROR(g_->host.failed());
         if (stream_ == nullptr || size() == 1) return Status::ok();
-        VOLT_CUDA_CHECK(cudaEventRecord(step_done_, stream_));
-        const auto deadline =
-            std::chrono::steady_clock::now() + std::chrono::duration<double>(g_->options.timeout_s);
-        for (;;) {
-            const cudaError_t e = cudaEventQuery(step_done_);
-            if (e == cudaSuccess) return check_one_shot();
-            VOLT_CHECK(e == cudaErrorNotReady) << "cudaEventQuery: " << cudaGetErrorString(e);
-            int async = kNcclSuccess;
-            const Status polled =
-                g_->nccl->check(g_->nccl->comm_get_async_error(comm(), &async), "ncclCommGetAsyncError");
-            Status why = !polled.is_ok() ? polled : g_->nccl->check(async, "NCCL (asynchronous error)");
-            if (why.is_ok() && std::chrono::steady_clock::now() > deadline)
-                why = Status(StatusCode::kUnavailable, "collective watchdog: rank " + std::to_string(rank_) +
-                                                           "'s NCCL work of step " + std::to_string(step_) +
-                                                           " did not finish in " +
-                                                           cpu::seconds_text(g_->options.timeout_s) + " s");
-            if (!why.is_ok()) {
-                g_->host.fail(why);
-                return why;  // the group's destructor aborts the NCCL communicators
-            }
-            std::this_thread::sleep_for(std::chrono::microseconds(50));
-        }
+        VOLT_RETURN_IF_ERROR(wait_device("NCCL work of step " + std::to_string(step_)));
+        return check_one_shot();
+    }
+    Status drain() override {
+        VOLT_RETURN_IF_ERROR(g_->host.failed());
+        if (stream_ == nullptr || size() == 1) return Status::ok();
+        return wait_device("collectives of step " + std::to_string(step_) + " before its results");
     }
     uint64_t num_collectives() const override { return tags_.total(); }
 
   private:
     NcclComm comm() const { return g_->comms[rank_]; }
+    // The host meet of an in-process group (order check, watchdog); a process rank has none.
+    Status meet(const CollectiveTag& tag, const void* data) {
+        if (g_->process) return g_->host.failed();
+        return g_->host.meet(rank_, {tag, data});
+    }
+    // Waits until the stream's work so far has finished, up to the watchdog's timeout, polling NCCL's
+    // asynchronous error (and a process rank's peers every 5 ms). A failure fails the group (and aborts a
+    // process rank's NCCL communicator at once: nothing else would end its kernels).
+    Status wait_device(const std::string& what) {
+        VOLT_CUDA_CHECK(cudaEventRecord(step_done_, stream_));
+        const auto start = std::chrono::steady_clock::now();
+        const auto deadline = start + std::chrono::duration<double>(g_->options.timeout_s);
+        auto next_peer_check = start;
+        for (;;) {
+            const cudaError_t e = cudaEventQuery(step_done_);
+            if (e == cudaSuccess) return Status::ok();
+            VOLT_CHECK(e == cudaErrorNotReady) << "cudaEventQuery: " << cudaGetErrorString(e);
+            int async = kNcclSuccess;
+            const Status polled =
+                g_->nccl->check(g_->nccl->comm_get_async_error(comm(), &async), "ncclCommGetAsyncError");
+            Status why = !polled.is_ok() ? polled : g_->nccl->check(async, "NCCL (asynchronous error)");
+            const auto now = std::chrono::steady_clock::now();
+            if (why.is_ok() && g_->peers_alive && now >= next_peer_check) {
+                why = g_->peers_alive();
+                next_peer_check = now + std::chrono::milliseconds(5);
+            }
+            if (why.is_ok() && now > deadline)
+                why = Status(StatusCode::kUnavailable, "collective watchdog: rank " + std::to_string(rank_) +
+                                                           "'s " + what + " did not finish in " +
+                                                           cpu::seconds_text(g_->options.timeout_s) + " s");
+            if (!why.is_ok()) {
+                spdlog::error("nccl: {}", why.to_string());
+                fail_now(why);
+                return why;  // an in-process group's destructor aborts its NCCL communicators
+            }
+            std::this_thread::sleep_for(std::chrono::microseconds(50));
+        }
+    }
+    void fail_now(const Status& why) {
+        g_->host.fail(why);
+        if (g_->process && g_->comms[rank_] != nullptr) {
+            g_->nccl->comm_abort(g_->comms[rank_]);
+            g_->comms[rank_] = nullptr;
+        }
+    }
     // After the step's work: a one-shot kernel that gave up waiting for a peer's flag fails the group.
     Status check_one_shot() {
         if (!used_one_shot_) return Status::ok();
@@ -212,12 +255,12 @@ class NcclCommunicator : public ops::Communicator {
                                                  "'s one-shot all-reduce of step " + std::to_string(step_) +
                                                  " waited " + cpu::seconds_text(g_->options.timeout_s) +
                                                  " s for a peer's flag");
-        g_->host.fail(why);
+        fail_now(why);
         return why;
     }
     Status nccl_call(int result, const char* what) {
         Status s = g_->nccl->check(result, what);
-        if (!s.is_ok()) g_->host.fail(s);
+        if (!s.is_ok()) fail_now(s);
         return s;
     }
     // [count] floats of this rank's gather scratch, grown after the stream drains.
@@ -297,6 +340,27 @@ Result<NcclGroup> NcclGroup::create(std::shared_ptr<const NcclLibrary> nccl, con
             gpus.size(), kOneShotMaxBytes >> 10);
     }
     return g;
+}
+
+Result<std::unique_ptr<ops::Communicator>> NcclGroup::join_process(std::shared_ptr<const NcclLibrary> nccl,
+                                                                   const NcclUniqueId& id, int size, int rank,
+                                                                   int gpu, ops::CommunicatorOptions options,
+                                                                   std::function<Status()> peers_alive) {
+    if (size < 1 || rank < 0 || rank >= size)
+        return invalid_argument("NCCL rank " + std::to_string(rank) + " of " + std::to_string(size));
+    std::vector<int> gpus(static_cast<size_t>(size), -1);
+    gpus[static_cast<size_t>(rank)] = gpu;
+    auto state = std::make_shared<NcclGroupState>(std::move(nccl), gpus, options);
+    state->process = true;
+    state->peers_alive = std::move(peers_alive);
+    if (size > 1) {
+        VOLT_CUDA_CHECK(cudaSetDevice(gpu));
+        NcclComm comm = nullptr;
+        VOLT_RETURN_IF_ERROR(
+            state->nccl->check(state->nccl->comm_init_rank(&comm, size, id, rank), "ncclCommInitRank"));
+        state->comms[static_cast<size_t>(rank)] = comm;
+    }
+    return std::unique_ptr<ops::Communicator>(std::make_unique<NcclCommunicator>(std::move(state), rank));
 }
 
 bool NcclGroup::one_shot() const { return state_->one_shot; }

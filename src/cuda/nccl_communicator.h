@@ -9,9 +9,11 @@
 // step's device work with the same timeout (ncclCommAbort and kUnavailable past it). With peer access
 // among the GPUs (probed), all-reduces up to kOneShotMaxBytes take the one-shot kernel instead
 // (kernels/comm.cu: flags in peer memory, the same rank-order sum), as vLLM's custom all-reduce does.
-// Compiled, not yet run: this machine has no GPU and the GPU machine has one (docs/parallel.md).
+// join_process makes one rank of a group whose ranks are processes (ncclCommInitRank). Compiled, not yet
+// run: this machine has no GPU and the GPU machine has one (docs/parallel.md).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -32,6 +34,22 @@ class NcclGroup {
     // passes false for --disable-custom-all-reduce or NCCL_P2P_DISABLE.
     static Result<NcclGroup> create(std::shared_ptr<const NcclLibrary> nccl, const std::vector<int>& gpus,
                                     ops::CommunicatorOptions options = {}, bool one_shot = false);
+    // Rank `rank` of a group of `size` ranks that are processes, one GPU each (the engine across
+    // processes with --device cuda, docs/parallel.md "GPU ranks in processes"): ncclCommInitRank on `gpu`
+    // with rank 0's `id` (executor/nccl_rendezvous.h); it blocks until every rank of the group joined.
+    // No host meet across processes: every process runs the step rank 0 sent it, so all ranks issue the
+    // same collectives in the same order by construction, and the per-collective order check of the
+    // in-process groups is not repeated (it would cost a TCP round trip per collective). The watchdog
+    // bounds finish_step and drain: it polls ncclCommGetAsyncError and, every few milliseconds,
+    // `peers_alive` (null: not polled; the engine passes the TCP world's check_peers, so a peer process
+    // that died fails the wait at once); on a failure or past timeout_s it aborts the NCCL communicator
+    // at once (ncclCommAbort), so no kernel keeps the GPU waiting for a peer. No one-shot all-reduce
+    // (its peer buffers would need CUDA IPC handles across processes: not built). A group of one rank
+    // makes no NCCL communicator. Errors: kInvalidArgument for a rank outside [0, size); CUDA's;
+    // ncclCommInitRank's (kInternal naming NCCL's reason).
+    static Result<std::unique_ptr<ops::Communicator>> join_process(
+        std::shared_ptr<const NcclLibrary> nccl, const NcclUniqueId& id, int size, int rank, int gpu,
+        ops::CommunicatorOptions options = {}, std::function<Status()> peers_alive = nullptr);
     static constexpr int64_t kOneShotMaxBytes = int64_t{512} << 10;  // decode: 2880 x 4 bytes x 45 tokens
     // Whether the one-shot path is on (the probe passed).
     bool one_shot() const;

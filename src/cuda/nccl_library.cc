@@ -30,7 +30,9 @@ Result<std::shared_ptr<const NcclLibrary>> NcclLibrary::open(const std::string& 
     n->soname = soname;
     std::string missing;
     resolve(lib, "ncclGetVersion", &n->get_version, &missing);
+    resolve(lib, "ncclGetUniqueId", &n->get_unique_id, &missing);
     resolve(lib, "ncclCommInitAll", &n->comm_init_all, &missing);
+    resolve(lib, "ncclCommInitRank", &n->comm_init_rank, &missing);
     resolve(lib, "ncclCommDestroy", &n->comm_destroy, &missing);
     resolve(lib, "ncclCommAbort", &n->comm_abort, &missing);
     resolve(lib, "ncclCommGetAsyncError", &n->comm_get_async_error, &missing);
@@ -57,6 +59,12 @@ Status NcclLibrary::check(int result, const char* call) const {
     const char* text = get_error_string != nullptr ? get_error_string(result) : nullptr;
     return internal_error(std::string(call) + ": " + (text ? text : "NCCL error") + " (" +
                           std::to_string(result) + ")");
+}
+
+Result<NcclUniqueId> NcclLibrary::unique_id() const {
+    NcclUniqueId id{};
+    VOLT_RETURN_IF_ERROR(check(get_unique_id(&id), "ncclGetUniqueId"));
+    return id;
 }
 
 }  // namespace volt::cuda

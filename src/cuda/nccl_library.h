@@ -27,7 +27,7 @@ enum NcclResult : int {
 };
 enum NcclDataType : int { kNcclUint8 = 1, kNcclFloat32 = 7 };
 struct NcclUniqueId {
-    char internal[128];
+    char internal[128];  // NCCL_UNIQUE_ID_BYTES
 };
 using NcclComm = void*;  // ncclComm_t: an opaque pointer
 
@@ -42,7 +42,10 @@ struct NcclLibrary {
     int version = 0;  // ncclGetVersion: 22105 for 2.21.5
     // nccl.h's signatures, with ncclComm_t / cudaStream_t as void* and the enums as int.
     int (*get_version)(int* version) = nullptr;
+    int (*get_unique_id)(NcclUniqueId* id) = nullptr;  // no GPU needed: starts the id's bootstrap root
     int (*comm_init_all)(NcclComm* comms, int ndev, const int* devlist) = nullptr;
+    // Blocks until all nranks ranks of the id's group have called it (one rank per process or thread).
+    int (*comm_init_rank)(NcclComm* comm, int nranks, NcclUniqueId id, int rank) = nullptr;
     int (*comm_destroy)(NcclComm comm) = nullptr;
     int (*comm_abort)(NcclComm comm) = nullptr;
     int (*comm_get_async_error)(NcclComm comm, int* async_error) = nullptr;
@@ -57,6 +60,9 @@ struct NcclLibrary {
 
     // "ncclAllGather: unhandled cuda error (1)" for a failed call (kInternal); ok for kNcclSuccess.
     Status check(int result, const char* call) const;
+    // A new unique id (ncclGetUniqueId; no GPU needed). The process that makes it hosts the group's
+    // bootstrap root until every rank has joined. Errors: check's.
+    Result<NcclUniqueId> unique_id() const;
 };
 
 }  // namespace volt::cuda

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "core/logging.h"
 #include "cuda/cuda_check.h"
 #include "cuda/launch.h"
 
@@ -78,6 +79,10 @@ Status probe_peer_access(const std::vector<int>& gpus) {
                 break;
             }
             s = write_and_verify(i, j);
+            // The verdict per ordered pair (scripts/gpu/multi_gpu.sh reads these lines).
+            spdlog::info("peer access: {}: {}", pair(i, j),
+                         s.is_ok() ? "ok (peer path, access enabled, 256 KiB written and read back exactly)"
+                                   : s.message());
         }
     }
     VOLT_CUDA_CHECK(cudaSetDevice(current));

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <thread>
@@ -56,6 +57,9 @@ struct BackendExecutor::Process {
     WireStep step;             // workers: the step being run
     StepLimits limits;         // workers: what steps are checked against (set by init_cache)
     bool cache_ready = false;  // workers: init_cache came
+    // The fault tests' stall (VOLT_DEBUG_STALL_RANK; create_process_rank): seconds, and the step (< 0: none).
+    double stall_s = 0;
+    int64_t stall_step = -1;
     // Rank 0's monitor (set_on_group_lost).
     std::thread monitor;
     std::mutex mu;
@@ -71,14 +75,25 @@ BackendExecutor::~BackendExecutor() { shutdown_workers(); }
 
 Result<std::unique_ptr<BackendExecutor>> BackendExecutor::create_process_rank(
     std::shared_ptr<const model::ModelWeights> weights, const model::ParallelConfig& parallel, int rank,
-    std::unique_ptr<ops::Backend> backend, ops::Format kv_format,
-    std::unique_ptr<cpu::TcpCommunicator> comm) {
+    std::unique_ptr<ops::Backend> backend, ops::Format kv_format, std::unique_ptr<cpu::TcpCommunicator> comm,
+    ProcessComms comms) {
     std::unique_ptr<BackendExecutor> ex(new BackendExecutor(weights, kv_format, 1));
     auto p = std::make_unique<Process>();
     p->rank = rank;
     p->world = parallel.world_size();
-    VOLT_ASSIGN_OR_RETURN(ex->group_, RankGroup::create_process_rank(std::move(weights), parallel, rank,
-                                                                     std::move(backend), *comm));
+    if (const char* stall = std::getenv("VOLT_DEBUG_STALL_RANK");
+        stall != nullptr && std::atoi(stall) == rank) {
+        const char* seconds = std::getenv("VOLT_DEBUG_STALL_S");
+        const char* step = std::getenv("VOLT_DEBUG_STALL_STEP");
+        p->stall_s = seconds != nullptr ? std::atof(seconds) : 3600.0;
+        p->stall_step = step != nullptr ? std::atoll(step) : 2;
+        spdlog::warn(
+            "parallel: VOLT_DEBUG_STALL_RANK={}: this rank will sleep {} s before its share of step {}", rank,
+            p->stall_s, p->stall_step);
+    }
+    VOLT_ASSIGN_OR_RETURN(
+        ex->group_, RankGroup::create_process_rank(std::move(weights), parallel, rank, std::move(backend),
+                                                   *comm, std::move(comms)));
     p->comm = std::move(comm);
     p->output = ex->group_->output_rank();
     ex->process_ = std::move(p);
@@ -290,7 +305,9 @@ double BackendExecutor::max_device_kv_share(int64_t block_size) const {
     int64_t full = 0;
     std::map<int, int64_t> per_device;
     for (int g = 0; g < kNumKvGroups; ++g) full += bytes_per_block(block_size, g);
-    if (full <= 0 || group_->size() == 1) return 1.0;
+    // One rank of several processes: its own shard's share (rank 0's: stage 0 holds the most layers and
+    // every tp rank the same KV heads, so no other process's GPU holds more of a block).
+    if (full <= 0 || (group_->size() == 1 && !process_)) return 1.0;
     for (int i = 0; i < group_->size(); ++i) {
         const model::ModelWeights& w = *group_->rank(i).shard;
         const int64_t end = w.shard.layer_end < 0 ? c.num_hidden_layers : w.shard.layer_end;
@@ -625,12 +642,26 @@ Status BackendExecutor::sample_micro(const StepBatch& b, const MicroStep& ms, in
     return Status::ok();
 }
 
+namespace {
+// Before the output rank downloads what it samples: its collectives so far done, within the watchdog.
+Status drain(Rank& r) {
+    if (r.tp_comm) VOLT_RETURN_IF_ERROR(r.tp_comm->drain());
+    if (r.pp_comm) VOLT_RETURN_IF_ERROR(r.pp_comm->drain());
+    return Status::ok();
+}
+}  // namespace
+
 Status BackendExecutor::run_rank(int i, const StepBatch& b, const model::HostStep& step) {
     Rank& r = group_->rank(i);
     RankState& st = states_[i];
     const model::GptOssConfig& c = weights_->config;
     if (r.tp_comm) r.tp_comm->begin_step(step_count_);
     if (r.pp_comm) r.pp_comm->begin_step(step_count_);
+    if (process_ && process_->stall_step == static_cast<int64_t>(step_count_)) {
+        spdlog::warn("parallel: VOLT_DEBUG_STALL_RANK: rank {} sleeps {} s in step {}", process_->rank,
+                     process_->stall_s, step_count_);
+        std::this_thread::sleep_for(std::chrono::duration<double>(process_->stall_s));
+    }
     swap_rank(i, b);  // before the copies and KV writes that may reuse the swapped-out blocks
     copy_blocks(i, b);
     if (!micro_.empty()) {
@@ -652,6 +683,7 @@ Status BackendExecutor::run_rank(int i, const StepBatch& b, const model::HostSte
             bytes += st.micro_uploads[m].last_input_bytes();
             VOLT_RETURN_IF_ERROR(r.forward->run(fb, st.cache.layers(), st.ws,
                                                 [&](int64_t first, int64_t count, const float* logits) {
+                                                    if (sampled.is_ok()) sampled = drain(r);
                                                     if (sampled.is_ok())
                                                         sampled = sample_micro(b, ms, first, count, logits);
                                                 }));
@@ -668,6 +700,7 @@ Status BackendExecutor::run_rank(int i, const StepBatch& b, const model::HostSte
     Status sampled = Status::ok();
     VOLT_RETURN_IF_ERROR(
         r.forward->run(fb, st.cache.layers(), st.ws, [&](int64_t first, int64_t count, const float* logits) {
+            if (sampled.is_ok()) sampled = drain(r);
             if (!sampled.is_ok()) return;
             const std::vector<ops::SampleRow>& rows = builder_.sample_rows(b, first, count, logits, V);
             sampled = sample_chunk(rows, first, V, b.vocab_size_real > 0 ? b.vocab_size_real : V);

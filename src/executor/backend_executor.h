@@ -71,13 +71,17 @@ class BackendExecutor : public SyncExecutor {
 
     // Rank `rank` of `parallel` (world size > 1) in this process, on `backend`, joined to the other
     // processes by `comm` (cpu::tcp_connect, every process of the world; the rank's tp and pp groups are
-    // subgroups of it, RankGroup::create_process_rank). At rank 0 the result is the engine's executor (it
-    // drives the others: see the file comment); at any other rank call run_worker. Errors:
-    // check_parallel's refusal, placement's.
+    // subgroups of it, RankGroup::create_process_rank, unless `comms` brings the rank's own: NCCL's for
+    // GPU ranks, executor::process_gpu_comms). At rank 0 the result is the engine's executor (it drives
+    // the others: see the file comment); at any other rank call run_worker. Debug hook for fault tests:
+    // VOLT_DEBUG_STALL_RANK=r makes world rank r sleep VOLT_DEBUG_STALL_S seconds (default 3600) before
+    // its share of step VOLT_DEBUG_STALL_STEP (default 2), so its peers wait in that step's first
+    // collective and their watchdog (--collective-timeout) must fail the group. Errors: check_parallel's
+    // refusal, placement's.
     static Result<std::unique_ptr<BackendExecutor>> create_process_rank(
         std::shared_ptr<const model::ModelWeights> weights, const model::ParallelConfig& parallel, int rank,
         std::unique_ptr<ops::Backend> backend, ops::Format kv_format,
-        std::unique_ptr<cpu::TcpCommunicator> comm);
+        std::unique_ptr<cpu::TcpCommunicator> comm, ProcessComms comms = {});
     // Rank 0 of process ranks: shutdown_workers() first.
     ~BackendExecutor() override;
 

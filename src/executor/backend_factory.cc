@@ -1,10 +1,19 @@
 #include "executor/backend_factory.h"
 
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
 #include <cstdlib>
+#include <thread>
 
 #include "core/logging.h"
 #include "cpu/cpu_ops.h"
+#include "cpu/tcp_communicator.h"
+#include "executor/nccl_rendezvous.h"
 #if defined(VOLT_HAVE_CUDA)
+#include <cuda_runtime.h>
+
 #include "cuda/cuda_backend.h"
 #include "cuda/nccl_communicator.h"
 #include "cuda/same_device_communicator.h"
@@ -112,6 +121,7 @@ Result<ParallelFactories> parallel_factories(const DeviceOptions& device, const 
         return f;
     }
     // One GPU per rank: NCCL, loaded now (the binary needs it only here).
+    default_nccl_environment();
     VOLT_ASSIGN_OR_RETURN(std::shared_ptr<const cuda::NcclLibrary> nccl, cuda::NcclLibrary::open());
     spdlog::info("parallel: {} (NCCL version code {}), ranks on GPUs 0..{}", nccl->soname, nccl->version,
                  p.world_size() - 1);
@@ -155,6 +165,94 @@ Result<ParallelFactories> parallel_factories(const DeviceOptions& device, const 
     return f;
 #else
     (void)p;
+    return unimplemented(
+        "--device cuda: this voltllm was built without CUDA (configure with the volta, volta-ptx or cuda13 "
+        "preset)");
+#endif
+}
+
+void default_nccl_environment() {
+    const char* set = std::getenv("NCCL_NVLS_ENABLE");
+    if (set != nullptr) {
+        spdlog::info("parallel: NCCL_NVLS_ENABLE={} (the environment's)", set);
+        return;
+    }
+    setenv("NCCL_NVLS_ENABLE", "0", /*overwrite=*/0);
+    spdlog::info("parallel: NCCL_NVLS_ENABLE=0 (NVLink multicast off; set the variable to override)");
+}
+
+Result<ProcessComms> process_gpu_comms(const model::ParallelConfig& p, int rank, int gpu,
+                                       cpu::TcpCommunicator& world, const ops::CommunicatorOptions& options) {
+#if defined(VOLT_HAVE_CUDA)
+    default_nccl_environment();
+    VOLT_ASSIGN_OR_RETURN(std::shared_ptr<const cuda::NcclLibrary> nccl, cuda::NcclLibrary::open());
+    GpuPlace place;
+    char text[256] = {};
+    if (gethostname(text, sizeof text - 1) == 0) place.host = text;
+    char bus[64] = {};
+    if (cudaDeviceGetPCIBusId(bus, sizeof bus, gpu) != cudaSuccess)
+        return failed_precondition("rank " + std::to_string(rank) + ": GPU " + std::to_string(gpu) +
+                                   " has no PCI bus id (cudaDeviceGetPCIBusId failed)");
+    place.bus_id = bus;
+    place.ordinal = gpu;
+    VOLT_ASSIGN_OR_RETURN(
+        std::vector<cuda::NcclUniqueId> ids,
+        exchange_nccl_ids(world, place, nccl_id_count(p), [&] { return nccl->unique_id(); }));
+    spdlog::info(
+        "parallel: rank {} of {} processes on GPU {} ({}, host {}), {} (NCCL version code {}), {} NCCL "
+        "id(s) from rank 0 over TCP",
+        rank, p.world_size(), gpu, place.bus_id, place.host, nccl->soname, nccl->version, ids.size());
+    const std::function<Status()> peers = [&world] { return world.check_peers(); };
+    ProcessComms comms;
+    const std::vector<int> tp_ranks = tp_group_ranks(p, rank), pp_ranks = pp_group_ranks(p, rank);
+    const int tp_id = tp_id_index(p, rank), pp_id = pp_id_index(p, rank);
+    const cuda::NcclUniqueId none{};
+    // ncclCommInitRank blocks, with no deadline, until every member of the group has joined. A member that
+    // failed instead (its process ended, so its TCP connection closed) would hold this rank there forever:
+    // 2 x 2, rank 2's tp join fails and rank 0 waits in the pp join with it; or rank 0 dies after sending
+    // the ids and its bootstrap roots go with it. A blocking init cannot be cancelled, so while joining this
+    // process watches the world and ends itself when a peer is gone (the others then see its connection
+    // close in turn, and every process ends, as on any failure of the group).
+    std::atomic<bool> joining{true};
+    std::thread watch([&world, &joining, rank] {
+        while (joining.load()) {
+            const Status s = world.check_peers();
+            if (!s.is_ok()) {
+                spdlog::error("parallel: rank {}: {} while joining the NCCL communicators; exiting", rank,
+                              s.message());
+                spdlog::default_logger()->flush();
+                std::_Exit(1);
+            }
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        }
+    });
+    struct StopWatch {
+        std::atomic<bool>& joining;
+        std::thread& watch;
+        ~StopWatch() {
+            joining.store(false);
+            watch.join();
+        }
+    } stop_watch{joining, watch};
+    VOLT_ASSIGN_OR_RETURN(
+        comms.tp,
+        cuda::NcclGroup::join_process(nccl, tp_id >= 0 ? ids[tp_id] : none, static_cast<int>(tp_ranks.size()),
+                                      rank % p.tensor_parallel_size, gpu, options, peers));
+    VOLT_ASSIGN_OR_RETURN(
+        comms.pp,
+        cuda::NcclGroup::join_process(nccl, pp_id >= 0 ? ids[pp_id] : none, static_cast<int>(pp_ranks.size()),
+                                      rank / p.tensor_parallel_size, gpu, options, peers));
+    spdlog::info(
+        "parallel: rank {}: NCCL communicators of its tp group (world ranks {}..{}) and pp group ({} ranks); "
+        "custom all-reduce: off across processes (it would need CUDA IPC handles: not built), NCCL alone",
+        rank, tp_ranks.front(), tp_ranks.back(), pp_ranks.size());
+    return comms;
+#else
+    (void)p;
+    (void)rank;
+    (void)gpu;
+    (void)world;
+    (void)options;
     return unimplemented(
         "--device cuda: this voltllm was built without CUDA (configure with the volta, volta-ptx or cuda13 "
         "preset)");

@@ -62,4 +62,21 @@ struct ParallelFactories {
 Result<ParallelFactories> parallel_factories(const DeviceOptions& device,
                                              const model::ParallelConfig& parallel);
 
+// Sets NCCL_NVLS_ENABLE=0 (NVLink SHARP multicast off: the target machines must keep it off,
+// docs/parallel.md) unless the environment already has it, and logs which; called before any NCCL
+// communicator is made (parallel_factories' NCCL path, process_gpu_comms).
+void default_nccl_environment();
+
+// This process's communicators when its rank `rank` of `parallel` (world size > 1, one rank per process)
+// runs on GPU `gpu` (process_gpu's choice) and `world` joined every process (cpu::tcp_connect): NCCL
+// loaded (default_nccl_environment first), the GPU's place (host name, PCI bus id) sent to rank 0 and
+// rank 0's NCCL ids received over `world` (exchange_nccl_ids: one id per group of more than one rank, two
+// ranks on one GPU refused on every rank), then its tp group's and its pp group's NCCL communicators
+// (NcclGroup::join_process; every rank joins its tp group first, so no group waits on a rank busy joining
+// another). A group of one rank gets a communicator of size 1. `world` must outlive the communicators
+// (their watchdog polls its check_peers). Errors: kUnimplemented in a build without CUDA; NCCL's load
+// error (kFailedPrecondition); exchange_nccl_ids's; ncclCommInitRank's (kInternal).
+Result<ProcessComms> process_gpu_comms(const model::ParallelConfig& parallel, int rank, int gpu,
+                                       cpu::TcpCommunicator& world, const ops::CommunicatorOptions& options);
+
 }  // namespace volt::executor

@@ -336,7 +336,15 @@ Result<std::unique_ptr<BackendExecutor>> make_process_rank(const EngineFlags& f,
             "--cpu-offload-experts / --cpu-offload-gb with --tensor-parallel-size or "
             "--pipeline-parallel-size > 1: not built yet (one rank only)");
     VOLT_ASSIGN_OR_RETURN(const ops::Format kv_format, kv_cache_format(f.kv_cache_dtype, f.device.device));
-    VOLT_ASSIGN_OR_RETURN(auto backend, make_backend(engine_device(f)));
+    DeviceOptions device = engine_device(f);
+    if (device.device == "cuda" && cuda_built()) {
+        // One GPU per process (a build without CUDA fails in make_backend below, saying so).
+        VOLT_ASSIGN_OR_RETURN(const ProcessGpu gpu, process_gpu(launch, visible_gpus()));
+        device.gpu = gpu.gpu;
+        spdlog::info("parallel: rank {} of {} processes takes GPU {} ({})", launch.rank, launch.world_size,
+                     gpu.gpu, gpu.how);
+    }
+    VOLT_ASSIGN_OR_RETURN(auto backend, make_backend(device));
     spdlog::info("parallel: rank {} of {} processes ({}); {} {}:{}", launch.rank, launch.world_size,
                  launch.source, launch.rank == 0 ? "listening on" : "joining rank 0 at", launch.master_addr,
                  launch.master_port);
@@ -349,9 +357,13 @@ Result<std::unique_ptr<BackendExecutor>> make_process_rank(const EngineFlags& f,
     o.config = group_fingerprint(f, *weights, launch);
     if (const char* secret = std::getenv("VOLT_GROUP_SECRET")) o.secret = secret;
     VOLT_ASSIGN_OR_RETURN(auto comm, cpu::tcp_connect(o));
-    VOLT_ASSIGN_OR_RETURN(
-        auto ex, BackendExecutor::create_process_rank(std::move(weights), f.parallel, launch.rank,
-                                                      std::move(backend), kv_format, std::move(comm)));
+    ProcessComms comms;  // GPU ranks: NCCL, the ids over the TCP world; CPU ranks: the world's subgroups
+    if (device.device == "cuda") {
+        VOLT_ASSIGN_OR_RETURN(comms, process_gpu_comms(f.parallel, launch.rank, device.gpu, *comm, o.comm));
+    }
+    VOLT_ASSIGN_OR_RETURN(auto ex, BackendExecutor::create_process_rank(
+                                       std::move(weights), f.parallel, launch.rank, std::move(backend),
+                                       kv_format, std::move(comm), std::move(comms)));
     ex->set_pipeline_micro_batches(f.pipeline_micro_batches);
     return ex;
 }
@@ -375,6 +387,14 @@ Result<std::unique_ptr<Executor>> make_executor(const EngineFlags& f,
                           "rank " + std::to_string(launch.rank) +
                               " of several processes runs run_process_worker, not an engine");
         VOLT_ASSIGN_OR_RETURN(auto ex, make_process_rank(f, std::move(weights), launch));
+        if (f.device.device == "cuda") {
+            spdlog::info(
+                "cuda graphs: off at tensor x pipeline parallel size > 1 (decode steps run eagerly; "
+                "docs/parallel.md)");
+            // The profiling step runs on every process (rank 0 sends it); the budget is sized from rank
+            // 0's GPU, assumed like the others.
+            if (config) VOLT_RETURN_IF_ERROR(plan_device_memory(f, *ex, config));
+        }
         return std::unique_ptr<Executor>(std::move(ex));
     }
     if (f.executor == "scripted") {

@@ -73,12 +73,47 @@ Result<ProcessLaunch> process_launch(const LaunchFlags& flags, const model::Para
             ", one rank each) but --tensor-parallel-size " + std::to_string(parallel.tensor_parallel_size) +
             " x --pipeline-parallel-size " + std::to_string(parallel.pipeline_parallel_size) + " = " +
             std::to_string(parallel.world_size()) + " ranks");
-    if (device != "cpu")
-        return unimplemented(
-            "--device " + device +
-            " across processes: the engine across processes runs --device cpu (the TCP "
-            "communicator moves host memory); GPU ranks run in one process (docs/parallel.md)");
+    if (device != "cpu" && device != "cuda")
+        return invalid_argument("--device " + device + " across processes: expected cpu or cuda");
     return l;
+}
+
+Result<ProcessGpu> process_gpu(const ProcessLaunch& l, int visible, const EnvFn& env_fn) {
+    const EnvFn env = env_fn ? env_fn : [](const char* name) -> const char* { return std::getenv(name); };
+    auto set = [&](const char* name) { return env(name) != nullptr && *env(name) != 0; };
+    const std::string cvd = set("CUDA_VISIBLE_DEVICES") ? env("CUDA_VISIBLE_DEVICES") : "";
+    const std::string seen = std::to_string(visible) + (visible == 1 ? " GPU" : " GPUs") +
+                             (cvd.empty() ? std::string() : " (CUDA_VISIBLE_DEVICES=" + cvd + ")");
+    if (visible < 1)
+        return failed_precondition("rank " + std::to_string(l.rank) +
+                                   " with --device cuda: this process sees no GPU (no driver, no device, or "
+                                   "CUDA_VISIBLE_DEVICES hides them)");
+    if (visible == 1 && !cvd.empty() && cvd.find(',') == std::string::npos)
+        return ProcessGpu{0, "the one GPU CUDA_VISIBLE_DEVICES names"};
+    const std::string fix =
+        ": two processes of this host would take the same GPU, which NCCL refuses (\"Duplicate GPU "
+        "detected\"); run at most " +
+        std::to_string(visible) +
+        " processes on this host, or give each process its own CUDA_VISIBLE_DEVICES";
+    if (set("LOCAL_WORLD_SIZE")) {
+        const int local_world = parse_int(env("LOCAL_WORLD_SIZE"));
+        if (local_world < 1)
+            return invalid_argument(std::string("LOCAL_WORLD_SIZE '") + env("LOCAL_WORLD_SIZE") +
+                                    "' is not a positive number");
+        if (local_world > visible)
+            return invalid_argument("LOCAL_WORLD_SIZE " + std::to_string(local_world) +
+                                    " but this process sees " + seen + fix);
+    }
+    if (set("LOCAL_RANK")) {
+        const int local = parse_int(env("LOCAL_RANK"));
+        if (local < 0)
+            return invalid_argument(std::string("LOCAL_RANK '") + env("LOCAL_RANK") + "' is not a rank");
+        if (local >= visible)
+            return invalid_argument("LOCAL_RANK " + std::to_string(local) + " but this process sees " + seen +
+                                    fix);
+        return ProcessGpu{local, "LOCAL_RANK " + std::to_string(local)};
+    }
+    return ProcessGpu{l.rank % visible, "rank " + std::to_string(l.rank) + " mod " + seen};
 }
 
 }  // namespace volt::executor

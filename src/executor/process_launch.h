@@ -38,10 +38,27 @@ using EnvFn = std::function<const char*(const char*)>;
 // --nnodes > 1 nor WORLD_SIZE > 1 is given. The flags win over the environment. Errors
 // (kInvalidArgument naming the variable or flag): a missing RANK / NODE_RANK / master address or port,
 // a rank outside [0, world), WORLD_SIZE and --nnodes disagreeing, a world size other than
-// tensor-parallel-size x pipeline-parallel-size; kUnimplemented: --device other than cpu across processes
-// (the TCP communicator moves host memory; GPU ranks in processes need NCCL's id exchanged over this
-// rendezvous, not built).
+// tensor-parallel-size x pipeline-parallel-size, a device other than cpu or cuda. --device cuda across
+// processes is accepted here: each process then takes one GPU (process_gpu) and its collectives run on
+// NCCL, the unique ids sent over the TCP rendezvous (executor/nccl_rendezvous.h).
 Result<ProcessLaunch> process_launch(const LaunchFlags& flags, const model::ParallelConfig& parallel,
                                      const std::string& device, const EnvFn& env = nullptr);
+
+// The GPU a process of a multi-process --device cuda launch takes, and how it was chosen (for the log).
+struct ProcessGpu {
+    int gpu = 0;      // CUDA ordinal among the GPUs this process sees (CUDA_VISIBLE_DEVICES applied)
+    std::string how;  // "LOCAL_RANK 1", "rank 3 mod 4 visible GPUs", "the one GPU CUDA_VISIBLE_DEVICES names"
+};
+
+// The GPU of rank launch.rank among `visible` GPUs (what this process sees): LOCAL_RANK when set
+// (torchrun sets it: the process's index on its host), else the rank modulo `visible` (one process per
+// node with --nnodes: rank % visible is a GPU of its own as long as a host runs at most `visible`
+// processes; two processes of one host on one GPU are then caught after the rendezvous, by
+// check_distinct_gpus). A process whose CUDA_VISIBLE_DEVICES names exactly one GPU takes GPU 0 (the
+// launcher gave it its own). Errors: kFailedPrecondition when no GPU is visible; kInvalidArgument for a
+// LOCAL_RANK or LOCAL_WORLD_SIZE that is not a number, and when two processes of this host would take
+// the same GPU (LOCAL_RANK >= visible, or LOCAL_WORLD_SIZE > visible), which NCCL refuses ("Duplicate GPU
+// detected"); the message names the counts and what to change.
+Result<ProcessGpu> process_gpu(const ProcessLaunch& launch, int visible, const EnvFn& env = nullptr);
 
 }  // namespace volt::executor

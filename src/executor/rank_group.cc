@@ -162,7 +162,7 @@ Result<std::unique_ptr<RankGroup>> RankGroup::create(std::shared_ptr<const model
 
 Result<std::unique_ptr<RankGroup>> RankGroup::create_process_rank(
     std::shared_ptr<const model::ModelWeights> weights, const model::ParallelConfig& p, int rank,
-    std::unique_ptr<ops::Backend> backend, cpu::TcpCommunicator& world) {
+    std::unique_ptr<ops::Backend> backend, cpu::TcpCommunicator& world, ProcessComms comms) {
     VOLT_RETURN_IF_ERROR(model::check_parallel(weights->config, p));
     VOLT_CHECK(p.world_size() > 1 && rank >= 0 && rank < p.world_size() && world.size() == p.world_size() &&
                world.rank() == rank)
@@ -171,10 +171,11 @@ Result<std::unique_ptr<RankGroup>> RankGroup::create_process_rank(
     g->parallel_ = p;
     g->first_ = rank;
     // The same groups as thread_communicators' (tp: this rank's stage, pp: its tp lane) over the world's
-    // connections.
-    VOLT_ASSIGN_OR_RETURN(
-        auto r, make_rank(weights, p, rank, std::move(backend), world.subgroup(tp_group_ranks(p, rank)),
-                          world.subgroup(pp_group_ranks(p, rank)), {}));
+    // connections, unless the caller brought its own.
+    if (!comms.tp) comms.tp = world.subgroup(tp_group_ranks(p, rank));
+    if (!comms.pp) comms.pp = world.subgroup(pp_group_ranks(p, rank));
+    VOLT_ASSIGN_OR_RETURN(auto r, make_rank(weights, p, rank, std::move(backend), std::move(comms.tp),
+                                            std::move(comms.pp), {}));
     spdlog::info("parallel: rank {} of {} processes (tp rank {}, pp rank {}), communicator {}", rank,
                  p.world_size(), r->tp_rank, r->pp_rank, r->tp_comm->name());
     g->ranks_.push_back(std::move(r));

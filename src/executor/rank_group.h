@@ -34,6 +34,12 @@ struct Rank {
     std::unique_ptr<ops::Communicator> tp_comm, pp_comm;
 };
 
+// A process rank's own communicators (RankGroup::create_process_rank): null members take the TCP
+// subgroups of the world.
+struct ProcessComms {
+    std::unique_ptr<ops::Communicator> tp, pp;
+};
+
 using BackendFactory = std::function<Result<std::unique_ptr<ops::Backend>>(int rank)>;
 
 // Every rank's communicators: tp[i] joins rank i to the ranks of its pipeline stage (tp ranks 0..T-1 of
@@ -71,11 +77,12 @@ class RankGroup {
     // `backend`), its communicators the subgroups of `world` (every process, communicator rank = world
     // rank) that thread_communicators gives rank `rank`: tp_group_ranks and pp_group_ranks. `world` stays
     // the caller's (the step channel of the engine across processes); the subgroups share its
-    // connections and failure. run(fn) calls fn(0) on the caller's thread. Errors: check_parallel's
-    // refusal, placement's.
+    // connections and failure. `comms` replaces them where given (GPU ranks: NCCL communicators of the
+    // same groups, executor::process_gpu_comms; the world then carries only the steps). run(fn) calls
+    // fn(0) on the caller's thread. Errors: check_parallel's refusal, placement's, attach's.
     static Result<std::unique_ptr<RankGroup>> create_process_rank(
         std::shared_ptr<const model::ModelWeights> weights, const model::ParallelConfig& parallel, int rank,
-        std::unique_ptr<ops::Backend> backend, cpu::TcpCommunicator& world);
+        std::unique_ptr<ops::Backend> backend, cpu::TcpCommunicator& world, ProcessComms comms = {});
     ~RankGroup();
 
     // Ranks held by this process (the world size, or 1 for a process rank); rank(i) is local rank i, and

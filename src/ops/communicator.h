@@ -87,6 +87,12 @@ class Communicator {
     // enqueued work here and reports its errors).
     virtual void begin_step(uint64_t step) = 0;
     virtual Status finish_step() { return Status::ok(); }
+    // Waits until this rank's collectives issued so far have completed, bounded by the watchdog (an
+    // asynchronous device implementation polls its errors and fails the group past timeout_s; the CPU
+    // communicators complete every call before returning: ok at once, or the group's failure). The
+    // output rank calls it before downloading what it sampled, so a collective stuck on the device ends
+    // in the watchdog's error instead of a download that never returns.
+    virtual Status drain() { return Status::ok(); }
 
     // Collectives this rank has issued since creation (all kinds); equal on every rank of a group that is
     // in step (tests).

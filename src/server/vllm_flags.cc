@@ -169,9 +169,9 @@ constexpr VllmFlag kFlags[] = {
      "not a vLLM flag; this process serves the whole model as one replica and ignores "
      "--pipeline-parallel-size"},
     {"--pipeline-parallel-size", "-pp", A::kValue, S::kHonoured, O::kVllm, false,
-     "pipeline stages the layers are split over (up to the layer count): threads of this process with "
-     "--device cpu (or one process each: --nnodes, torchrun's WORLD_SIZE); with --device cuda one GPU per "
-     "rank (NCCL), or all on GPU 0 with --tp-same-device"},
+     "pipeline stages the layers are split over (up to the layer count): threads of this process, or one "
+     "process each (--nnodes, torchrun's WORLD_SIZE); with --device cuda one GPU per rank (NCCL, in one "
+     "process or one process per GPU), or all on GPU 0 with --tp-same-device"},
     {"--port", "", A::kValue, S::kHonoured, O::kVllm, false,
      "listen port, default 8000; 0 picks a free one (printed at start)"},
     {"--preemption-mode", "", A::kValue, S::kHonoured, O::kVllmRemoved, false,
@@ -204,8 +204,8 @@ constexpr VllmFlag kFlags[] = {
      "GiB of host memory (pinned) per GPU for the KV blocks of preempted sequences (default 4; 0: none)"},
     {"--tensor-parallel-size", "-tp", A::kValue, S::kHonoured, O::kVllm, false,
      "ranks each layer is split over (must divide the KV heads; docs/parallel.md): threads of this "
-     "process with --device cpu (or one process each: --nnodes, torchrun's WORLD_SIZE); with --device cuda "
-     "one GPU per rank (NCCL), or all on GPU 0 with --tp-same-device"},
+     "process, or one process each (--nnodes, torchrun's WORLD_SIZE); with --device cuda one GPU per "
+     "rank (NCCL, in one process or one process per GPU), or all on GPU 0 with --tp-same-device"},
     {"--tokenizer", "", A::kValue, S::kHonoured, O::kVllm, false,
      "a tokenizer.json file to use instead of the one next to the checkpoint (no Hugging Face ids)"},
     {"--tool-call-parser", "", A::kValue, S::kHonoured, O::kVllm, false,

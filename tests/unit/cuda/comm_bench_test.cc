@@ -10,6 +10,9 @@
 //                host meet per call); one thread per rank issuing K calls back to back on its own stream,
 //                at most SMs / ranks blocks per kernel so that every rank's kernel is resident at once.
 //                ranks = 1 is the kernel with no peer to wait for.
+//   nccl, one_shot_gpus  the NCCL communicator across GPUs 0..n-1 (NCCL alone; the one-shot kernel over
+//                peer memory when the peer probe passes): DISABLED_NcclAndOneShotAcrossGpus, skipped on one
+//                GPU.
 // Each measurement prints one line `ALLREDUCE {json}` (scripts/gpu/tp_recipe.sh collects them) and checks
 // the last call's result bitwise against the CPU rank-order sum. A benchmark, not a check: DISABLED_, so
 // cuda_backend_test's normal run (scripts/gpu/check.sh) never runs it; run it with
@@ -36,6 +39,7 @@
 #include "cuda/cuda_check.h"
 #include "cuda/device.h"
 #include "cuda/launch.h"
+#include "cuda/nccl_communicator.h"
 #include "cuda/same_device_communicator.h"
 
 namespace volt::cuda {
@@ -110,9 +114,76 @@ double timed_threads(int n, const std::function<void(int)>& fn) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// Times the all-reduce of `comms` (rank r on backends[r], attached) at 2880 f32 x 1, 8, 32 rows, back to
+// back ("pipelined") and with a synchronize after each call ("sync"), one thread per rank, and checks one
+// call on fresh inputs bitwise against the rank-order sum.
+void measure(const char* comm, std::vector<std::unique_ptr<CudaBackend>>& backends,
+             std::vector<std::unique_ptr<ops::Communicator>>& comms, const char* note_pipelined,
+             const char* note_sync) {
+    const int K = iters(), n = static_cast<int>(comms.size());
+    for (int64_t rows : {int64_t{1}, int64_t{8}, int64_t{32}}) {
+        const int64_t count = rows * kHidden;
+        std::vector<ops::Buffer> bufs(n);
+        std::vector<std::vector<float>> in(n);
+        for (int r = 0; r < n; ++r) {
+            auto b = backends[r]->alloc(count * 4);
+            ASSERT_TRUE(b.is_ok());
+            bufs[r] = std::move(*b);
+            in[r] = random_floats(count, static_cast<uint32_t>(1000 * n + r + rows));
+        }
+        uint64_t step = 0;
+        for (const char* mode : {"pipelined", "sync"}) {
+            const bool sync = std::strcmp(mode, "sync") == 0;
+            const int calls = sync ? std::max(K / 2, 1) : K;
+            // Warm-up (kernels loaded, events made), then the inputs of the timed run.
+            std::vector<Status> st(n, Status::ok());
+            timed_threads(n, [&](int r) {
+                backends[r]->bind_thread();
+                comms[r]->begin_step(step);
+                for (int i = 0; i < 20 && st[r].is_ok(); ++i)
+                    st[r] = comms[r]->all_reduce_sum(bufs[r].as<float>(), count);
+                backends[r]->synchronize();
+                backends[r]->upload(bufs[r].data(), in[r].data(), count * 4);
+            });
+            for (const Status& s : st) ASSERT_TRUE(s.is_ok()) << s.to_string();
+            ++step;
+            // Timed: the first call sums the inputs; the rest re-reduce (values grow by n per call,
+            // harmless; checked below on a fresh upload).
+            const double secs = timed_threads(n, [&](int r) {
+                backends[r]->bind_thread();
+                comms[r]->begin_step(step);
+                for (int i = 0; i < calls && st[r].is_ok(); ++i) {
+                    st[r] = comms[r]->all_reduce_sum(bufs[r].as<float>(), count);
+                    if (sync) backends[r]->synchronize();
+                }
+                backends[r]->synchronize();
+            });
+            for (const Status& s : st) ASSERT_TRUE(s.is_ok()) << s.to_string();
+            ++step;
+            report(comm, n, rows, mode, calls, secs, sync ? note_sync : note_pipelined);
+        }
+        // One checked call on the inputs.
+        std::vector<Status> st(n, Status::ok());
+        timed_threads(n, [&](int r) {
+            backends[r]->bind_thread();
+            backends[r]->upload(bufs[r].data(), in[r].data(), count * 4);
+            comms[r]->begin_step(step);
+            st[r] = comms[r]->all_reduce_sum(bufs[r].as<float>(), count);
+            backends[r]->synchronize();
+        });
+        ++step;
+        for (const Status& s : st) ASSERT_TRUE(s.is_ok()) << s.to_string();
+        const std::vector<float> want = rank_order_sum(in);
+        for (int r = 0; r < n; ++r) {
+            std::vector<float> got(count);
+            backends[r]->download(got.data(), bufs[r].data(), count * 4);
+            ASSERT_EQ(0, std::memcmp(got.data(), want.data(), count * 4)) << n << " ranks, rank " << r;
+        }
+    }
+}
+
 TEST(CudaCommBench, DISABLED_AllReduceLatencyAtDecodeSizes) {
     VOLT_BENCH_NEED_GPU();
-    const int K = iters();
     for (int n : {2, 4, 8}) {
         SameDeviceGroup group(n, 0, ops::CommunicatorOptions{60.0, true});
         std::vector<std::unique_ptr<CudaBackend>> backends;
@@ -126,67 +197,48 @@ TEST(CudaCommBench, DISABLED_AllReduceLatencyAtDecodeSizes) {
             comms.push_back(group.communicator(r));
             ASSERT_TRUE(comms.back()->attach(*backends.back()).is_ok());
         }
-        for (int64_t rows : {int64_t{1}, int64_t{8}, int64_t{32}}) {
-            const int64_t count = rows * kHidden;
-            std::vector<ops::Buffer> bufs(n);
-            std::vector<std::vector<float>> in(n);
+        measure("same_device", backends, comms,
+                "host barriers + event waits + rank-order sum + copy back, back to back",
+                "host barriers + event waits + rank-order sum + copy back, synchronize after each call");
+    }
+}
+
+// NCCL alone (all-gather + the rank-order sum kernel) and the one-shot all-reduce over peer memory, one GPU
+// per rank (GPUs 0..n-1, n = 2, 4, 8 as visible), as the engine's in-process NCCL communicator runs them
+// (one host meet per call). Skipped without 2 GPUs or without libnccl.so.2. A one-shot group whose peer
+// probe failed runs NCCL alone and says so in its note.
+TEST(CudaCommBench, DISABLED_NcclAndOneShotAcrossGpus) {
+    VOLT_BENCH_NEED_GPU();
+    const int visible = visible_gpu_count();
+    if (visible < 2) GTEST_SKIP() << visible << " GPU visible: NCCL across GPUs needs 2";
+    auto nccl = NcclLibrary::open();
+    if (!nccl.is_ok()) GTEST_SKIP() << nccl.status().to_string();
+    for (int n : {2, 4, 8}) {
+        if (n > visible) break;
+        std::vector<int> gpus;
+        for (int g = 0; g < n; ++g) gpus.push_back(g);
+        for (bool one_shot : {false, true}) {
+            auto group = NcclGroup::create(*nccl, gpus, ops::CommunicatorOptions{60.0, true}, one_shot);
+            ASSERT_TRUE(group.is_ok()) << group.status().to_string();
+            std::vector<std::unique_ptr<CudaBackend>> backends;
+            std::vector<std::unique_ptr<ops::Communicator>> comms;
             for (int r = 0; r < n; ++r) {
-                auto b = backends[r]->alloc(count * 4);
-                ASSERT_TRUE(b.is_ok());
-                bufs[r] = std::move(*b);
-                in[r] = random_floats(count, static_cast<uint32_t>(1000 * n + r + rows));
+                CudaOptions o;
+                o.dtype = "float";
+                o.device = gpus[r];
+                auto b = CudaBackend::create(o);
+                ASSERT_TRUE(b.is_ok()) << b.status().to_string();
+                backends.push_back(std::move(*b));
+                comms.push_back(group->communicator(r));
+                ASSERT_TRUE(comms.back()->attach(*backends.back()).is_ok());
             }
-            uint64_t step = 0;
-            for (const char* mode : {"pipelined", "sync"}) {
-                const bool sync = std::strcmp(mode, "sync") == 0;
-                const int calls = sync ? std::max(K / 2, 1) : K;
-                // Warm-up (kernels loaded, events made), then the inputs of the timed run.
-                std::vector<Status> st(n, Status::ok());
-                timed_threads(n, [&](int r) {
-                    backends[r]->bind_thread();
-                    comms[r]->begin_step(step);
-                    for (int i = 0; i < 20 && st[r].is_ok(); ++i)
-                        st[r] = comms[r]->all_reduce_sum(bufs[r].as<float>(), count);
-                    backends[r]->synchronize();
-                    backends[r]->upload(bufs[r].data(), in[r].data(), count * 4);
-                });
-                for (const Status& s : st) ASSERT_TRUE(s.is_ok()) << s.to_string();
-                ++step;
-                // Timed: the first call sums the inputs; the rest re-reduce (values grow by n per call,
-                // harmless; checked below on a fresh upload).
-                const double secs = timed_threads(n, [&](int r) {
-                    backends[r]->bind_thread();
-                    comms[r]->begin_step(step);
-                    for (int i = 0; i < calls && st[r].is_ok(); ++i) {
-                        st[r] = comms[r]->all_reduce_sum(bufs[r].as<float>(), count);
-                        if (sync) backends[r]->synchronize();
-                    }
-                    backends[r]->synchronize();
-                });
-                for (const Status& s : st) ASSERT_TRUE(s.is_ok()) << s.to_string();
-                ++step;
-                report("same_device", n, rows, mode, calls, secs,
-                       sync ? "host barriers + event waits + rank-order sum + copy back, synchronize after "
-                              "each call"
-                            : "host barriers + event waits + rank-order sum + copy back, back to back");
-            }
-            // One checked call on the inputs.
-            std::vector<Status> st(n, Status::ok());
-            timed_threads(n, [&](int r) {
-                backends[r]->bind_thread();
-                backends[r]->upload(bufs[r].data(), in[r].data(), count * 4);
-                comms[r]->begin_step(step);
-                st[r] = comms[r]->all_reduce_sum(bufs[r].as<float>(), count);
-                backends[r]->synchronize();
-            });
-            ++step;
-            for (const Status& s : st) ASSERT_TRUE(s.is_ok()) << s.to_string();
-            const std::vector<float> want = rank_order_sum(in);
-            for (int r = 0; r < n; ++r) {
-                std::vector<float> got(count);
-                backends[r]->download(got.data(), bufs[r].data(), count * 4);
-                ASSERT_EQ(0, std::memcmp(got.data(), want.data(), count * 4)) << n << " ranks, rank " << r;
-            }
+            const bool on = group->one_shot();
+            measure(on ? "one_shot_gpus" : "nccl", backends, comms,
+                    on         ? "one-shot over peer memory (host meet per call), back to back"
+                    : one_shot ? "NCCL alone: the peer probe failed (see the log), back to back"
+                               : "NCCL all-gather + rank-order sum (host meet per call), back to back",
+                    on ? "one-shot over peer memory, synchronize after each call"
+                       : "NCCL all-gather + rank-order sum, synchronize after each call");
         }
     }
 }

@@ -1,12 +1,14 @@
 // Where a process stands in a launch of several (executor/process_launch.h): torchrun's variables,
 // vLLM's --nnodes / --node-rank / --master-addr / --master-port (flags win over the environment), and
 // each refusal with its message: a missing rank, address or port, a world size other than TP x PP, TP and
-// PP together, a GPU device.
+// PP together, an unknown device; the GPU a process of a --device cuda launch takes (process_gpu).
 #include "executor/process_launch.h"
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <map>
+#include <vector>
 
 namespace volt::executor {
 namespace {
@@ -97,11 +99,12 @@ TEST(ProcessLaunch, RefusalsNameWhatIsWrong) {
     ASSERT_TRUE(both.is_ok()) << both.status().to_string();  // tp x pp across processes: one rank each
     EXPECT_EQ(both->rank, 3);
     EXPECT_EQ(both->world_size, 4);
-    auto gpu = process_launch({}, tp(2), "cuda", full({}));
-    EXPECT_EQ(gpu.status().code(), StatusCode::kUnimplemented);
-    EXPECT_EQ(msg(gpu),
-              "--device cuda across processes: the engine across processes runs --device cpu (the TCP "
-              "communicator moves host memory); GPU ranks run in one process (docs/parallel.md)");
+    // --device cuda across processes is a launch like any other (one GPU per process: process_gpu).
+    auto gpu = process_launch({}, tp(2), "cuda", full({{"RANK", "1"}}));
+    ASSERT_TRUE(gpu.is_ok()) << gpu.status().to_string();
+    EXPECT_EQ(gpu->rank, 1);
+    EXPECT_EQ(msg(process_launch({}, tp(2), "tpu", full({}))),
+              "--device tpu across processes: expected cpu or cuda");
     LaunchFlags f;
     f.nnodes = 2;
     EXPECT_EQ(msg(process_launch(f, tp(2), "cpu", env_of({}))),
@@ -111,6 +114,62 @@ TEST(ProcessLaunch, RefusalsNameWhatIsWrong) {
     LaunchFlags lone;
     lone.node_rank = 1;
     EXPECT_EQ(msg(process_launch(lone, tp(2), "cpu", env_of({}))), "--node-rank 1 without --nnodes > 1");
+}
+
+ProcessLaunch rank_of(int rank, int world) {
+    ProcessLaunch l;
+    l.rank = rank;
+    l.world_size = world;
+    return l;
+}
+
+TEST(ProcessGpu, LocalRankWhenSetElseTheRankModuloTheVisibleGpus) {
+    auto g = process_gpu(rank_of(5, 8), 4, env_of({{"LOCAL_RANK", "1"}, {"LOCAL_WORLD_SIZE", "4"}}));
+    ASSERT_TRUE(g.is_ok()) << g.status().to_string();
+    EXPECT_EQ(g->gpu, 1);  // torchrun's index on its host, not 5 % 4
+    EXPECT_EQ(g->how, "LOCAL_RANK 1");
+    // --nnodes: one process per node, no LOCAL_RANK: rank modulo the GPUs it sees.
+    for (const auto& [rank, visible, want] :
+         std::vector<std::array<int, 3>>{{0, 2, 0}, {3, 2, 1}, {5, 4, 1}, {1, 1, 0}}) {
+        auto m = process_gpu(rank_of(rank, 8), visible, env_of({}));
+        ASSERT_TRUE(m.is_ok()) << m.status().to_string();
+        EXPECT_EQ(m->gpu, want) << "rank " << rank << " of " << visible << " GPUs";
+    }
+    EXPECT_EQ(process_gpu(rank_of(3, 4), 2, env_of({}))->how, "rank 3 mod 2 GPUs");
+    // A launcher that gives each process one GPU of its own: GPU 0 whatever LOCAL_RANK says.
+    auto own = process_gpu(rank_of(1, 2), 1, env_of({{"LOCAL_RANK", "1"}, {"CUDA_VISIBLE_DEVICES", "3"}}));
+    ASSERT_TRUE(own.is_ok()) << own.status().to_string();
+    EXPECT_EQ(own->gpu, 0);
+    EXPECT_EQ(own->how, "the one GPU CUDA_VISIBLE_DEVICES names");
+}
+
+TEST(ProcessGpu, TwoProcessesOfOneHostOnOneGpuAreRefused) {
+    const auto msg = [](const Result<ProcessGpu>& r) { return r.is_ok() ? "ok" : r.status().message(); };
+    // Rank 2 of a host with 2 GPUs: LOCAL_RANK 2 would share GPU 0 or 1 with a peer.
+    auto two = process_gpu(rank_of(2, 4), 2, env_of({{"LOCAL_RANK", "2"}, {"CUDA_VISIBLE_DEVICES", "0,1"}}));
+    EXPECT_EQ(two.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(msg(two),
+              "LOCAL_RANK 2 but this process sees 2 GPUs (CUDA_VISIBLE_DEVICES=0,1): two processes of this "
+              "host would take the same GPU, which NCCL refuses (\"Duplicate GPU detected\"); run at most 2 "
+              "processes on this host, or give each process its own CUDA_VISIBLE_DEVICES");
+    // Every process of that host is refused, not only the last: LOCAL_WORLD_SIZE says how many there are.
+    EXPECT_EQ(msg(process_gpu(rank_of(0, 4), 2, env_of({{"LOCAL_RANK", "0"}, {"LOCAL_WORLD_SIZE", "4"}}))),
+              "LOCAL_WORLD_SIZE 4 but this process sees 2 GPUs: two processes of this host would take the "
+              "same GPU, which NCCL refuses (\"Duplicate GPU detected\"); run at most 2 processes on this "
+              "host, or give each process its own CUDA_VISIBLE_DEVICES");
+    // One GPU seen without a CUDA_VISIBLE_DEVICES of one entry: LOCAL_RANK 1 cannot have a GPU of its own.
+    EXPECT_EQ(process_gpu(rank_of(1, 2), 1, env_of({{"LOCAL_RANK", "1"}})).status().code(),
+              StatusCode::kInvalidArgument);
+    EXPECT_EQ(msg(process_gpu(rank_of(0, 2), 2, env_of({{"LOCAL_RANK", "x"}}))),
+              "LOCAL_RANK 'x' is not a rank");
+    EXPECT_EQ(msg(process_gpu(rank_of(0, 2), 2, env_of({{"LOCAL_WORLD_SIZE", "0"}}))),
+              "LOCAL_WORLD_SIZE '0' is not a positive number");
+    // No GPU at all (no driver, or CUDA_VISIBLE_DEVICES hides them).
+    auto none = process_gpu(rank_of(1, 2), 0, env_of({}));
+    EXPECT_EQ(none.status().code(), StatusCode::kFailedPrecondition);
+    EXPECT_EQ(msg(none),
+              "rank 1 with --device cuda: this process sees no GPU (no driver, no device, or "
+              "CUDA_VISIBLE_DEVICES hides them)");
 }
 
 }  // namespace

@@ -110,9 +110,10 @@ TEST(VllmFlags, MarkdownRowFormat) {
     EXPECT_EQ(
         flag_markdown_row(*find_vllm_flag("--tensor-parallel-size")),
         "| `--tensor-parallel-size` | `-tp` | honoured | value | vLLM | ranks each layer is split over (must "
-        "divide the KV heads; docs/parallel.md): threads of this process with --device cpu (or one process "
-        "each: --nnodes, torchrun's WORLD_SIZE); with --device cuda one GPU per rank (NCCL), or all on GPU 0 "
-        "with --tp-same-device |");
+        "divide the KV heads; docs/parallel.md): threads of this process, or one process each (--nnodes, "
+        "torchrun's WORLD_SIZE); with --device cuda one GPU per rank (NCCL, in one process or one process "
+        "per "
+        "GPU), or all on GPU 0 with --tp-same-device |");
 }
 
 TEST(VllmFlags, UnknownFlagSuggestsNearest) {
