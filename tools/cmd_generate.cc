@@ -41,6 +41,7 @@ struct GenerateArgs {
     int32_t logprobs = -1;
     std::optional<uint64_t> seed;
     bool ignore_eos = false;
+    int32_t repeat = 1;  // runs of the same prompts on one loaded engine (timings of each)
     executor::EngineFlags engine;
 };
 
@@ -143,35 +144,57 @@ void run(const GenerateArgs& a) {
     params.logprobs = a.logprobs;
     params.stop_token_ids = stop_ids;
 
-    const auto t0 = std::chrono::steady_clock::now();
-    std::vector<std::shared_ptr<engine::RequestHandle>> handles;
-    int64_t prompt_tokens = 0;
-    for (const auto& p : prompts) {
-        handles.push_back(or_fail(eng->submit(p, params)));
-        prompt_tokens += static_cast<int64_t>(p.size());
-    }
-    std::vector<std::vector<int32_t>> outputs(handles.size());
-    std::vector<std::vector<engine::TokenLogprob>> logprobs(handles.size());
-    std::vector<engine::FinishReason> finish(handles.size());
+    // One run: every prompt submitted at once, the outputs collected; its wall time. --repeat N runs the
+    // same prompts N times on the loaded engine (no prefix cache, so each run does the same work) and prints
+    // each run's throughput line: one process, one load, N timings (the 120b rows of bench/compare).
+    std::vector<std::vector<int32_t>> outputs(prompts.size());
+    std::vector<std::vector<engine::TokenLogprob>> logprobs(prompts.size());
+    std::vector<engine::FinishReason> finish(prompts.size());
     std::vector<std::string> errors;
-    for (size_t i = 0; i < handles.size(); ++i) {
-        engine::RequestOutput d;
-        while (!handles[i]->done()) {
-            if (!handles[i]->next(&d, std::chrono::milliseconds(100))) continue;
-            outputs[i].insert(outputs[i].end(), d.tokens.begin(), d.tokens.end());
-            logprobs[i].insert(logprobs[i].end(), d.logprobs.begin(), d.logprobs.end());
-            if (d.finish != engine::FinishReason::kNone) finish[i] = d.finish;
-            if (d.finish == engine::FinishReason::kError && !d.error.empty())
-                errors.push_back("prompt " + std::to_string(i) + ": " + d.error);
+    int64_t prompt_tokens = 0;
+    for (const auto& p : prompts) prompt_tokens += static_cast<int64_t>(p.size());
+    auto run_once = [&](int run) {
+        const auto t0 = std::chrono::steady_clock::now();
+        std::vector<std::shared_ptr<engine::RequestHandle>> handles;
+        for (const auto& p : prompts) handles.push_back(or_fail(eng->submit(p, params)));
+        std::vector<std::vector<int32_t>> out(handles.size());
+        for (size_t i = 0; i < handles.size(); ++i) {
+            engine::RequestOutput d;
+            while (!handles[i]->done()) {
+                if (!handles[i]->next(&d, std::chrono::milliseconds(100))) continue;
+                out[i].insert(out[i].end(), d.tokens.begin(), d.tokens.end());
+                if (run == 0) {
+                    logprobs[i].insert(logprobs[i].end(), d.logprobs.begin(), d.logprobs.end());
+                    if (d.finish != engine::FinishReason::kNone) finish[i] = d.finish;
+                }
+                if (d.finish == engine::FinishReason::kError && !d.error.empty())
+                    errors.push_back("run " + std::to_string(run + 1) + ", prompt " + std::to_string(i) +
+                                     ": " + d.error);
+            }
         }
-    }
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        int64_t generated = 0;
+        for (const auto& o : out) generated += static_cast<int64_t>(o.size());
+        if (run == 0) {
+            outputs = std::move(out);
+        } else if (a.temperature == 0.0f && out != outputs) {
+            // Greedy runs of the same prompts must give the same ids (batch invariance, no hidden state).
+            errors.push_back("run " + std::to_string(run + 1) +
+                             " of --repeat gave other token ids than run 1 (greedy)");
+        }
+        std::fprintf(
+            stderr,
+            "%s%zu prompts, %lld prompt tokens, %lld generated tokens in %.3f s: %.1f generated tok/s\n",
+            a.repeat > 1 ? ("run " + std::to_string(run + 1) + "/" + std::to_string(a.repeat) + ": ").c_str()
+                         : "",
+            prompts.size(), static_cast<long long>(prompt_tokens), static_cast<long long>(generated), seconds,
+            generated / seconds);
+    };
+    for (int run = 0; run < a.repeat; ++run) run_once(run);
     const engine::EngineStats st = eng->stats();
     eng->shutdown();
 
-    int64_t generated = 0;
     for (size_t i = 0; i < outputs.size(); ++i) {
-        generated += static_cast<int64_t>(outputs[i].size());
         const char* reason = finish[i] == engine::FinishReason::kStop    ? "stop"
                              : finish[i] == engine::FinishReason::kError ? "error"
                                                                          : "length";
@@ -198,10 +221,6 @@ void run(const GenerateArgs& a) {
             std::cout << "\n";
         }
     }
-    std::fprintf(stderr,
-                 "%zu prompts, %lld prompt tokens, %lld generated tokens in %.3f s: %.1f generated tok/s\n",
-                 prompts.size(), static_cast<long long>(prompt_tokens), static_cast<long long>(generated),
-                 seconds, generated / seconds);
     std::fprintf(stderr, "%lld steps, %lld preemptions (%lld swapped: %lld KV blocks out, %lld in)\n",
                  static_cast<long long>(st.num_steps), static_cast<long long>(st.num_preemptions),
                  static_cast<long long>(st.num_swapped_preemptions),
@@ -240,6 +259,12 @@ void register_generate(CLI::App& app) {
         ->check(CLI::Range(-1, 20))
         ->capture_default_str();
     cmd->add_flag("--ignore-eos", a->ignore_eos);
+    cmd->add_option(
+           "--repeat", a->repeat,
+           "run the same prompts N times on the loaded engine, a throughput line each (greedy runs must "
+           "give the same ids, else exit 1)")
+        ->check(CLI::PositiveNumber)
+        ->capture_default_str();
     executor::add_engine_flags(cmd, &a->engine);
     cmd->add_option("--dtype", a->engine.device.dtype,
                     "auto, half, float or bfloat16 (GPU operands; auto: half on sm_70)")

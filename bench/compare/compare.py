@@ -9,6 +9,8 @@ with value = the median of the repeats. Subcommands (standard library only, exce
   text-of-heldout JSONL N OUT   the first N characters of the held-out Brown texts (tools/demo_model/prep_corpus.py)
   llama-bench JSON CMD VERSIONS llama-bench -o json rows -> figure rows (pp -> prefill_N, tg128 @ depth d ->
                                 decode_b1_ctx{128|d}); the value is the median of llama-bench's samples_ts
+  gen-seconds LOG               the seconds of `voltllm generate`'s throughput line (its last) in LOG
+  gen-seconds-runs LOG          the seconds of each `run K/N:` line of `voltllm generate --repeat N`, in order
   gen TSV CMD VERSIONS          voltllm generate timings (N, max_tokens, rep, seconds, rc per line) -> rows:
                                 prefill_N = N / t(N, 1); decode_b1_ctxX = 128 / (t(N, 129) - t(N, 1)), per repeat
   serve JSONS... --engine E --figure F --command C --versions V [--field output_throughput|ttft]
@@ -115,6 +117,17 @@ def parse_gen_seconds(log):
 def cmd_gen_seconds(log):
     s = parse_gen_seconds(log)
     print("" if s is None else s)
+
+
+def cmd_gen_seconds_runs(log):
+    """The seconds of each `run K/N:` line of `voltllm generate --repeat N`, in run order, one a line."""
+    runs = {}
+    for line in open(log, errors="replace"):
+        m = re.search(r"run (\d+)/\d+: (\d+) prompts?, (\d+) prompt tokens, (\d+) generated tokens in ([0-9.]+) s", line)
+        if m:
+            runs[int(m.group(1))] = float(m.group(5))
+    for k in sorted(runs):
+        print(runs[k])
 
 
 def cmd_gen(tsv, cmd, versions):
@@ -455,6 +468,8 @@ def main(argv):
         cmd_llama_bench(*a)
     elif c == "gen-seconds":
         cmd_gen_seconds(*a)
+    elif c == "gen-seconds-runs":
+        cmd_gen_seconds_runs(*a)
     elif c == "gen":
         cmd_gen(*a)
     elif c == "serve":

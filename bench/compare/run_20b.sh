@@ -23,7 +23,8 @@
 # (checkpoint, GGUF, tokenizer). Switches for a dry run elsewhere (bench/compare/dryrun_cpu.sh):
 # VOLT_COMPARE_MODEL=demo (assets/demo-model, no make-model), VOLT_COMPARE_MODEL=120b (voltllm only: the 120b
 # shape from `make-model --config-only` with --load-format dummy, no llama.cpp build, conversion or
-# llama-bench: issue 16's 120b rows, since llama.cpp's conversion of 65 GB does not fit a call),
+# llama-bench: issue 16's 120b rows, since llama.cpp's conversion of 65 GB does not fit a call; its figures
+# come from one process each with `generate --repeat REPS+1`, the first run a warm-up: one load a figure),
 # VOLT_COMPARE_DEVICE=cpu, VOLT_LLAMA_BIN=DIR
 # (llama.cpp already built: no build), VOLT_COMPARE_CTX="2048 32768", VOLT_COMPARE_PP="512 2048",
 # VOLT_COMPARE_REPS=3, VOLT_COMPARE_DEADLINE_S=500 (parts not started by then are skipped, with a line saying so).
@@ -145,14 +146,36 @@ gen() {  # gen N MAX_TOKENS REP
   local rc=$?
   printf '%s %s %s %s %s\n' "$n" "$mt" "$rep" "$(cpy gen-seconds "$W/logs/$name.log")" "$rc" | tee -a "$T"
 }
+genr() {  # genr N MAX_TOKENS: one process, --repeat REPS + 1 on one load, the first run a warm-up; a line of
+  # $T per later run (rep 1..REPS). For the 120b shape, whose dummy load takes ~30-60 s: one process a
+  # figure and repeat would be 8 x 3 loads, more than a call.
+  local n=$1 mt=$2 name="gen_n$1_m$2_repeat" ids rep=0 s
+  ids=$(cpy ids "$n" 0)
+  timeout "$(left)" "$V" --log-level info generate --device "$DEV" --model "$M" "${LOAD[@]}" --prompt-ids "$ids" --max-tokens "$mt" \
+    --ignore-eos --temperature 0 --max-num-seqs 1 --max-model-len "$maxlen" --max-num-batched-tokens 2048 \
+    --repeat $((REPS + 1)) >"$W/logs/$name.out" 2>"$W/logs/$name.log"
+  local rc=$?
+  while read -r s; do
+    [ "$rep" -gt 0 ] && printf '%s %s %s %s %s\n' "$n" "$mt" "$rep" "$s" "$rc" | tee -a "$T"
+    rep=$((rep + 1))
+  done < <(cpy gen-seconds-runs "$W/logs/$name.log")
+}
 busy=$([ -n "$BUILD_PID" ] && kill -0 "$BUILD_PID" 2>/dev/null && echo "while llama.cpp compiled at nice 10" || echo "alone")
-for rep in $(seq 1 "$REPS"); do
-  late "voltllm generate rep $rep" && break
-  gen 1 1 "$rep"; gen 1 129 "$rep"
-  for n in $PPS; do gen "$n" 1 "$rep"; done
-  for n in $CTXS; do gen "$n" 1 "$rep"; gen "$n" 129 "$rep"; done
-done
-cpy gen "$T" "voltllm generate --device $DEV --model <checkpoint> --prompt-ids <{N} ids> --max-tokens {M} --ignore-eos --temperature 0 --max-num-seqs 1 --max-model-len $maxlen --max-num-batched-tokens 2048 (CUDA graphs: default)" \
+how="one process a figure and repeat (CUDA graphs: default)"
+if [ "$MODEL" = 120b ]; then
+  how="one process a figure, --repeat $((REPS + 1)), the first run a warm-up (CUDA graphs: default)"
+  late "voltllm generate" || { genr 1 1; genr 1 129
+    for n in $PPS; do late "prefill $n" || genr "$n" 1; done
+    for n in $CTXS; do late "context $n" || { genr "$n" 1; genr "$n" 129; }; done; }
+else
+  for rep in $(seq 1 "$REPS"); do
+    late "voltllm generate rep $rep" && break
+    gen 1 1 "$rep"; gen 1 129 "$rep"
+    for n in $PPS; do gen "$n" 1 "$rep"; done
+    for n in $CTXS; do gen "$n" 1 "$rep"; gen "$n" 129 "$rep"; done
+  done
+fi
+cpy gen "$T" "voltllm generate --device $DEV --model <checkpoint> --prompt-ids <{N} ids> --max-tokens {M} --ignore-eos --temperature 0 --max-num-seqs 1 --max-model-len $maxlen --max-num-batched-tokens 2048 ($how)" \
   "$VVER" | python3 -c "
 import json, sys
 for l in sys.stdin:
