@@ -108,7 +108,7 @@ def msg(line):
     # a log line without its level and time stamp
     return re.sub(r'^[DIWE] [^ ]+ [^ ]+ ', '', line)
 def rel(a, b):
-    if len(a) != len(b) or not b: return float("inf")  # another shape: not comparable (zip would truncate)
+    if len(a) != len(b) or not b: return float('inf')  # another shape: not comparable (zip would truncate)
     scale = max(abs(x) for x in b)
     return max(abs(x - y) for x, y in zip(a, b)) / scale if scale > 0 else float('inf')"
 
