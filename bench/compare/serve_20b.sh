@@ -201,7 +201,7 @@ kld() {  # kld NAME SAFETENSORS_DIR GGUF N_CTX N_CHUNKS TF(0|1) [REF(0|1)]
   # REF=1: also against voltllm --dtype float (f32 operands and KV, the golden tests' reference): llama.cpp's
   # KL from it (llama-perplexity on a base file of voltllm's f32 logits) beside voltllm's own at 16 bits
   # (compare.py kld-npy), on the same tokens: how close each engine comes to f32 on this checkpoint.
-  local name=$1 m=$2 g=$3 n_ctx=$4 n_chunk=$5 tf=$6 ref=${7:-0} k bos ngl=() npys=()
+  local name=$1 m=$2 g=$3 n_ctx=$4 n_chunk=$5 tf=$6 ref=${7:-0} k bos ngl=() npys=() wins=()
   late "kld $name" && return
   local K=$W/kld_$name
   rm -rf "$K" && mkdir -p "$K"
@@ -212,8 +212,9 @@ kld() {  # kld NAME SAFETENSORS_DIR GGUF N_CTX N_CHUNKS TF(0|1) [REF(0|1)]
   read -r add bos <<<"$(cpy gguf-bos "$g" "$W/llama.cpp/gguf-py" 2>/dev/null)"
   [ "${add:-}" = 1 ] || bos=-
   for k in $(seq 0 $((n_chunk - 1))); do
+    wins+=("$(cpy kld-tokens "$K/L.kld" "$k" "$bos")")  # chunk k's ids, read once: every run below and windows.json reuse them
     timeout "$(left)" "$V" --log-level warning logits --device "$DEV" --model "$m" --kv-cache-f16 \
-      --prompt-ids "$(cpy kld-tokens "$K/L.kld" "$k" "$bos")" --out "$K/v$k.npy" >>"$W/slogs/kld_$name.voltllm.log" 2>&1
+      --prompt-ids "${wins[$k]}" --out "$K/v$k.npy" >>"$W/slogs/kld_$name.voltllm.log" 2>&1
     npys+=("$K/v$k.npy")
   done
   llama_kl "$name" voltllm V \
@@ -235,7 +236,7 @@ for k, u in (('mean_kld', 'nats'), ('same_top', 'fraction'), ('ppl_model', 'ppl'
         local kv=(--kv-cache-f16)
         [ "$dt" = float ] && kv=()
         timeout "$(left)" "$V" --log-level warning logits --device "$DEV" --model "$m" --dtype "$dt" "${kv[@]}" \
-          --prompt-ids "$(cpy kld-tokens "$K/L.kld" "$k" "$bos")" --out "$K/$dt$k.npy" >>"$W/slogs/kld_$name.voltllm.log" 2>&1
+          --prompt-ids "${wins[$k]}" --out "$K/$dt$k.npy" >>"$W/slogs/kld_$name.voltllm.log" 2>&1
       done
       f32+=("$K/float$k.npy")
       half+=("$K/half$k.npy")
@@ -244,7 +245,7 @@ for k, u in (('mean_kld', 'nats'), ('same_top', 'fraction'), ('ppl_model', 'ppl'
       "V32.kld: voltllm logits --dtype float, f32 KV, of the $n_chunk chunks of L.kld" "${f32[@]}"
     local dtn files
     # the windows' ids, as voltllm ran them (kld-npy scores the same positions as perplexity.cpp)
-    for k in $(seq 0 $((n_chunk - 1))); do cpy kld-tokens "$K/L.kld" "$k" "$bos"; done |
+    printf '%s\n' "${wins[@]}" |
       python3 -c "import json, sys; json.dump([[int(t) for t in l.split(',')] for l in sys.stdin.read().split()], open(sys.argv[1], 'w'))" "$K/windows.json"
     for dtn in auto half; do
       if [ "$dtn" = auto ]; then files=("${npys[@]}"); else files=("${half[@]}"); fi

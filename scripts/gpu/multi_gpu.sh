@@ -82,12 +82,10 @@ TPS=(2)
 [ "$NG" -ge 4 ] && TPS=(2 4)
 echo "multi_gpu: bundle $B ($(sed -n 's/^preset: //p;s/^commit: //p' "$B/MANIFEST" 2>/dev/null | tr '\n' ' ')); device $DEV, $NG GPUs, TP ${TPS[*]}; parts$PARTS; deadline ${DEADLINE}s; work $W"
 
-emit() { echo "$1" | tee -a "$S"; }
-elapsed() { echo $(($(date +%s) - START)); }
-left() { echo $((DEADLINE - $(date +%s) + START)); }
+DEADLINE_VAR=VOLT_MG_DEADLINE  # the part runner: scripts/gpu/lib.sh volt_part
 # vt CMD...: CMD bounded by VOLT_MG_RUN_TIMEOUT and by the deadline + 30 s; past that not started (124).
 vt() {
-  local t=$(($(left) + 30))
+  local t=$(($(volt_left) + 30))
   if [ "$t" -le 0 ]; then
     echo "multi_gpu: past VOLT_MG_DEADLINE + 30 s, not started: $*" >&2
     return 124
@@ -95,10 +93,8 @@ vt() {
   [ "$t" -gt "$RUN_T" ] && t=$RUN_T
   timeout -k 5 "$t" "$@"
 }
-py() {
-  local code=$1
-  shift
-  python3 -c "import json, sys, math, re, os, struct, array
+# volt_py's helpers (scripts/gpu/lib.sh) here: npy, msg, rel.
+VOLT_PY_DEFS="import struct, array
 def npy(path):
     # float32 [T, V] .npy (format 1.0 / 2.0), without numpy
     b = open(path, 'rb').read()
@@ -112,37 +108,9 @@ def msg(line):
     # a log line without its level and time stamp
     return re.sub(r'^[DIWE] [^ ]+ [^ ]+ ', '', line)
 def rel(a, b):
-    if len(a) != len(b) or not b: return float("inf")  # another shape: not comparable (zip would truncate)
+    if len(a) != len(b) or not b: return float('inf')  # another shape: not comparable (zip would truncate)
     scale = max(abs(x) for x in b)
-    return max(abs(x - y) for x, y in zip(a, b)) / scale if scale > 0 else float('inf')
-$code" "$@"
-}
-
-# part NAME FN: runs FN (which may write a JSON object to $W/NAME.json) with its output in $L/NAME.log and
-# emits {"part", "rc", "seconds", "pass", ...the object}; FN returning 77 is a skip (the object says why).
-part() {
-  local name=$1 fn=$2
-  [[ $PARTS == *" $name "* ]] || return 0
-  if [ "$(left)" -le 0 ]; then
-    emit "{\"part\": \"$name\", \"skipped\": \"deadline: $(elapsed) s since the start, past VOLT_MG_DEADLINE=$DEADLINE\"}"
-    return 0
-  fi
-  local t0 t1 rc
-  t0=$(date +%s%N)
-  "$fn" >"$L/$name.log" 2>&1
-  rc=$?
-  t1=$(date +%s%N)
-  [ -s "$W/$name.json" ] || echo '{}' >"$W/$name.json"
-  emit "$(py '
-r = json.load(open(sys.argv[1]))
-d = {"part": sys.argv[2], "rc": int(sys.argv[3]), "seconds": round(int(sys.argv[4]) / 1e9, 1)}
-if d["rc"] == 77: d["skipped"] = r.pop("skipped", "skipped"); d["rc"] = 0
-else: d["pass"] = d["rc"] == 0 and r.pop("pass", True)
-d.update(r)
-print(json.dumps(d))' "$W/$name.json" "$name" "$rc" "$((t1 - t0))")"
-  [ "$rc" -eq 0 ] || [ "$rc" -eq 77 ] || tail -15 "$L/$name.log"
-  return 0
-}
+    return max(abs(x - y) for x, y in zip(a, b)) / scale if scale > 0 else float('inf')"
 
 # ar MODE: the flags of an all-reduce mode (nccl: NCCL alone; custom: the default, the one-shot kernel when
 # the peer probe passes). On the CPU both are the threads communicator (the flag is accepted, unused).
@@ -167,7 +135,7 @@ info() {
     --tensor-parallel-size "$tp" --out "$W/info.npy" >"$W/info_run.log" 2>&1
   local rc=$?
   cat "$W/info_run.log"
-  py '
+  volt_py '
 log = open(sys.argv[1], errors="replace").read()
 lines = lambda pat: [msg(l) for l in log.splitlines() if re.search(pat, l)]
 nccl = None
@@ -183,10 +151,10 @@ d = {"pass": int(sys.argv[2]) == 0, "gpus": open(sys.argv[4]).read().splitlines(
 print(json.dumps(d))' "$W/info_run.log" "$rc" "$topo" "$W/gpus.txt" "$B" "$tp" >"$W/info.json"
   return "$rc"
 }
-part info info
+volt_part info info
 
 # ---- golden: logits parity TP k vs TP 1 on the golden checkpoints ----
-py 'g = json.load(open(sys.argv[1]))
+volt_py 'g = json.load(open(sys.argv[1]))
 for i, p in enumerate(g["prompts"][: int(sys.argv[2])]): print(i, p["start_pos"], ",".join(map(str, p["ids"])))' \
   tests/data/golden/golden.json "$NPROMPTS" >"$W/prompts.txt"
 golden() {
@@ -194,7 +162,7 @@ golden() {
   mkdir -p "$W/golden"
   for ckpt in tiny-mxfp4 tiny-bf16 kv8/tiny-kv8; do
     name=$(basename "$ckpt")
-    heads=$(py 'print(json.load(open(sys.argv[1]))["num_key_value_heads"])' "tests/data/golden/$ckpt/config.json")
+    heads=$(volt_py 'print(json.load(open(sys.argv[1]))["num_key_value_heads"])' "tests/data/golden/$ckpt/config.json")
     for cfg in "1 nccl" $(for tp in "${TPS[@]}"; do [ $((heads % tp)) -eq 0 ] && echo "$tp:nccl $tp:custom"; done); do
       tp=${cfg%%[: ]*}
       mode=${cfg##*[: ]}
@@ -205,7 +173,7 @@ golden() {
           --out "$W/golden/$name.tp$tp.$mode.$i.npy" || rc=1
       done <"$W/prompts.txt"
       [ "$tp" -eq 1 ] && continue
-      emit "$(py '
+      volt_emit "$(volt_py '
 n, d = int(sys.argv[4]), sys.argv[1]
 r = max(rel(npy(f"{d}/{sys.argv[2]}.tp{sys.argv[3]}.{sys.argv[5]}.{i}.npy"), npy(f"{d}/{sys.argv[2]}.tp1.nccl.{i}.npy")) for i in range(n))
 print(json.dumps({"part": f"golden_{sys.argv[2]}_tp{sys.argv[3]}_{sys.argv[5]}", "pass": r <= 2e-5, "rel_vs_tp1": r,
@@ -216,7 +184,7 @@ print(json.dumps({"part": f"golden_{sys.argv[2]}_tp{sys.argv[3]}_{sys.argv[5]}",
   grep -q '"part": "golden_.*"pass": false' "$S" && rc=1
   return "$rc"
 }
-part golden golden
+volt_part golden golden
 
 # ---- text: greedy text of the demo model, TP 2 vs TP 1 ----
 text() {
@@ -231,17 +199,17 @@ text() {
     vt "$V" --log-level info generate --device "$DEV" --model assets/demo-model --prompt "The old harbor town" \
       --max-tokens 64 --ignore-eos --temperature 0 "${extra[@]}" >"$W/$name.txt" 2>"$L/$name.log" || rc=1
   done
-  py '
+  volt_py '
 d = sys.argv[1]
 ref = open(f"{d}/text_tp1_nccl_graphs.txt").read()
 res = {n: ("SAME" if open(f"{d}/{n}.txt").read() == ref else "DIFF") for n in
        ["text_tp1_nccl_eager", "text_tp2_custom_graphs", "text_tp2_custom_eager", "text_tp2_nccl_graphs", "text_tp2_nccl_eager"]}
 print(json.dumps({"pass": all(v == "SAME" for v in res.values()) and len(ref) > 0, "vs_tp1_graphs": res,
                   "tokens": 64, "text_tp1": ref[:200]}))' "$W" >"$W/text.json"
-  py 'sys.exit(0 if json.load(open(sys.argv[1]))["pass"] else 1)' "$W/text.json" || rc=1
+  volt_py 'sys.exit(0 if json.load(open(sys.argv[1]))["pass"] else 1)' "$W/text.json" || rc=1
   return "$rc"
 }
-part text text
+volt_part text text
 
 # ---- procs: two processes as two nodes, one GPU each ----
 procs() {
@@ -270,7 +238,7 @@ procs() {
     pids+=($!)
   done
   for r in 0 1; do wait "${pids[$r]}" || rc=1; done
-  py '
+  volt_py '
 d, rc = sys.argv[1], int(sys.argv[2])
 ok = lambda f: os.path.exists(f) and os.path.getsize(f) > 0
 r = {"pass": False, "rc": rc}
@@ -287,15 +255,15 @@ r["launch_lines"] = gpus
 r["pass"] = (rc == 0 and r.get("logits_rel_vs_tp1", 1) <= 2e-5 and r.get("logits_bitwise_vs_one_process_nccl", False)
              and r["text_vs_tp1"] == "SAME")
 print(json.dumps(r))' "$W" "$rc" "$L" >"$W/procs.json"
-  py 'sys.exit(0 if json.load(open(sys.argv[1]))["pass"] else 1)' "$W/procs.json"
+  volt_py 'sys.exit(0 if json.load(open(sys.argv[1]))["pass"] else 1)' "$W/procs.json"
 }
-part procs procs
+volt_part procs procs
 
 # ---- fault: a stalled rank across processes fails the group within --collective-timeout ----
 fault() {
   sh tests/unit/executor/multiprocess_failure.sh "$V" "$W/fault" stall --device "$DEV"
   local rc=$?
-  py '
+  volt_py '
 import glob
 err = open(os.path.join(sys.argv[1], "rank0.err"), errors="replace").read() if os.path.exists(os.path.join(sys.argv[1], "rank0.err")) else ""
 w = [msg(l) for l in err.splitlines() if "watchdog" in l][:2]
@@ -303,7 +271,7 @@ print(json.dumps({"pass": int(sys.argv[2]) == 0, "watchdog_lines": w, "timeout_s
   cp "$W/fault"/*.err "$L/" 2>/dev/null
   return "$rc"
 }
-part fault fault
+volt_part fault fault
 
 # ---- commbench: NCCL vs the custom all-reduce across GPUs, and the same-device lines ----
 commbench() {
@@ -319,12 +287,12 @@ commbench() {
     echo "commbench: no NCCL line across GPUs (DISABLED_NcclAndOneShotAcrossGpus skipped?)"
     rc=1
   fi
-  sed -n 's/^ALLREDUCE //p' "$W/commbench.txt" | while read -r line; do emit "$(py '
+  sed -n 's/^ALLREDUCE //p' "$W/commbench.txt" | while read -r line; do volt_emit "$(volt_py '
 d = json.loads(sys.argv[1]); d = {"part": "allreduce_" + d["comm"] + "_r" + str(d["ranks"]) + "_" + str(d["rows"]) + "_" + d["mode"], "pass": True, **d}
 print(json.dumps(d))' "$line")"; done
   return "$rc"
 }
-part commbench commbench
+volt_part commbench commbench
 
 # ---- the 120b-shape model (configs only; dummy weights) ----
 LAYERS=()
@@ -339,8 +307,8 @@ run_big() {
   local name=$1 tp=$2 n=$3 mode=$4 eager=$5
   shift 5
   local need=$((SLOWEST * 13 / 10))
-  if [ "$(left)" -le "$need" ]; then
-    emit "{\"part\": \"$name\", \"skipped\": \"deadline: $(left) s left, the slowest run so far took $SLOWEST s\"}"
+  if [ "$(volt_left)" -le "$need" ]; then
+    volt_emit "{\"part\": \"$name\", \"skipped\": \"deadline: $(volt_left) s left, the slowest run so far took $SLOWEST s\"}"
     return 0
   fi
   local extra=() i t0 t1 r
@@ -349,13 +317,13 @@ run_big() {
   [ "$eager" = eager ] && extra+=(--enforce-eager)
   for ((i = 0; i < n; i++)); do echo "The harbor town number $i was quiet in the morning."; done >"$W/prompts_$n.txt"
   t0=$(date +%s)
-  timeout "$(left)" "$V" --log-level info generate --device "$DEV" --dtype "$DTYPE" --load-format dummy \
+  timeout "$(volt_left)" "$V" --log-level info generate --device "$DEV" --dtype "$DTYPE" --load-format dummy \
     --model "$W/big" --temperature 0 --max-num-seqs "$n" --kv-cache-memory-bytes 4294967296 "${extra[@]}" "$@" \
     >"$W/$name.out" 2>"$L/$name.log"
   r=$?
   t1=$(date +%s)
   [ $((t1 - t0)) -gt "$SLOWEST" ] && SLOWEST=$((t1 - t0))
-  emit "$(py '
+  volt_emit "$(volt_py '
 log = open(sys.argv[1], errors="replace").read()
 m = re.search(r"(\d+) prompt tokens, (\d+) generated tokens in ([0-9.]+) s: ([0-9.]+) generated tok/s", log)
 tps = float(m.group(4)) if m else None
@@ -373,7 +341,7 @@ print(json.dumps(d))' "$L/$name.log" "$name" "$r" "$tp" "$n" "$mode" "$eager" "$
 ttft_runs() {
   local ids tp
   # Ids below 7,000: the demo tokenizer that the model directory carries bounds the prompt's ids.
-  ids=$(py 'print(",".join(str(13 + (i * 7919) % 7000) for i in range(int(sys.argv[1]))))' "$TTFT_TOKENS")
+  ids=$(volt_py 'print(",".join(str(13 + (i * 7919) % 7000) for i in range(int(sys.argv[1]))))' "$TTFT_TOKENS")
   echo "$ids" >"$W/ttft_ids.txt"
   for tp in 1 "${TPS[@]}"; do
     run_big "ttft_tp${tp}_${TTFT_TOKENS}" "$tp" 1 custom eager --prompt-ids "$ids" --max-tokens 1 \
@@ -394,7 +362,7 @@ decode() {
   # parity120: TP k against TP 1 eager at batch 1 (the same dummy weights: the loader's fixed seed).
   for run in "${b1[@]:2}"; do
     read -r tp mode eager <<<"$run"
-    emit "$(py '
+    volt_emit "$(volt_py '
 def read(f):
     ids, lps = [], []
     for l in (open(f, errors="replace") if os.path.exists(f) else []):
@@ -424,10 +392,10 @@ print(json.dumps({"part": sys.argv[3], "informational": True, "ids_equal_for": s
   ! grep -Eq '"part": "(decode|ttft)_.*"pass": false' "$S"
 }
 [[ $PARTS == *" decode "* ]] || [[ $PARTS != *" ttft "* ]] || PARTS="$PARTS decode "  # ttft runs inside decode
-part decode decode
+volt_part decode decode
 
 
 
 
-echo "multi_gpu: $(elapsed) s; $(grep -c '"pass": true' "$S") passed, $(grep -c '"pass": false' "$S") failed, $(grep -c '"skipped"' "$S") skipped -> $S"
+echo "multi_gpu: $(volt_elapsed) s; $(grep -c '"pass": true' "$S") passed, $(grep -c '"pass": false' "$S") failed, $(grep -c '"skipped"' "$S") skipped -> $S"
 ! grep -q '"pass": false' "$S"

@@ -84,7 +84,7 @@
 #   VOLT_TPR_READY_S (240)     seconds the recipe's server may take to get ready
 #   VOLT_ALLREDUCE_ITERS (400) calls per all-reduce measurement
 # Exit 0 when no part failed (skips do not fail).
-# The part functions run through part() (shellcheck cannot see the calls):
+# The part functions run through volt_part (scripts/gpu/lib.sh; shellcheck cannot see the calls):
 # shellcheck disable=SC2317
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
@@ -118,43 +118,7 @@ GPU_NAME=
 [ -n "$GPU_MIB" ] && GPU_NAME=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)
 echo "tp_recipe: bundle $B ($(sed -n 's/^preset: //p;s/^commit: //p' "$B/MANIFEST" 2>/dev/null | tr '\n' ' ' || true)); device $DEV ${GPU_NAME:+($GPU_NAME, $GPU_MIB MiB)}; shape ${SHAPE[*]}; parts$PARTS; deadline ${DEADLINE}s; work $W"
 
-emit() { echo "$1" | tee -a "$S"; }
-elapsed() { echo $(($(date +%s) - START)); }
-left() { echo $((DEADLINE - $(date +%s) + START)); }
-# py EXPR-SCRIPT ARGS...: runs a python snippet (json in scope), prints what it prints.
-py() {
-  local code=$1
-  shift
-  python3 -c "import json, sys, math, re, os
-$code" "$@"
-}
-
-# part NAME FN: runs FN (which may write a JSON object to $W/NAME.json) with its output in $L/NAME.log and
-# emits {"part": NAME, "rc", "seconds", ...the object}; a part not selected is silent, a part past the
-# deadline emits a skip line; FN returning 77 is a skip (its object says why).
-part() {
-  local name=$1 fn=$2
-  [[ $PARTS == *" $name "* ]] || return 0
-  if [ "$(left)" -le 0 ]; then
-    emit "{\"part\": \"$name\", \"skipped\": \"deadline: $(elapsed) s since the start, past VOLT_TPR_DEADLINE=$DEADLINE\"}"
-    return 0
-  fi
-  local t0 t1 rc
-  t0=$(date +%s%N)
-  "$fn" >"$L/$name.log" 2>&1
-  rc=$?
-  t1=$(date +%s%N)
-  [ -s "$W/$name.json" ] || echo '{}' >"$W/$name.json"
-  emit "$(py '
-r = json.load(open(sys.argv[1]))
-d = {"part": sys.argv[2], "rc": int(sys.argv[3]), "seconds": round(int(sys.argv[4]) / 1e9, 1)}
-if d["rc"] == 77: d["skipped"] = r.pop("skipped", "skipped"); d["rc"] = 0
-else: d["pass"] = d["rc"] == 0 and r.pop("pass", True)
-d.update(r)
-print(json.dumps(d))' "$W/$name.json" "$name" "$rc" "$((t1 - t0))")"
-  [ "$rc" -eq 0 ] || [ "$rc" -eq 77 ] || tail -15 "$L/$name.log"
-  return 0
-}
+DEADLINE_VAR=VOLT_TPR_DEADLINE  # the part runner: scripts/gpu/lib.sh volt_part
 
 # Models: the recipe's (the article's folder name) and the decode one: configs only, the demo tokenizer
 # (its ids are valid gpt-oss ids; make-model's default tokenizer lives in node_modules, absent there).
@@ -218,7 +182,7 @@ plan() {
   rcfg=$(python3 "$W/plan.py" "$W/recipe/gpt-oss-120b-vllm/config.json" 4 "$GPU_MIB" "$UTIL") || return 1
   echo "120b at TP 4: $r120"
   echo "this run's shape at TP 4: $rcfg"
-  py '
+  volt_py '
 a, b = json.loads(sys.argv[1]), json.loads(sys.argv[2])
 gb = lambda x: round(x / 1e9, 2)
 d = {"gpu_mib": int(float(sys.argv[3])) if sys.argv[3] else None,
@@ -237,9 +201,9 @@ else:
     d["recipe_utilization"] = 0.90; d["recipe_note"] = "no GPU total (--device cpu): as written, unchecked"
 print(json.dumps(d))' "$r120" "$rcfg" "$GPU_MIB" >"$W/plan.json"
 }
-part plan plan
-UTIL=$(py 'r = json.load(open(sys.argv[1])); u = r.get("recipe_utilization", 0.90); print("none" if u is None else "%.2f" % u)' "$W/plan.json" 2>/dev/null || echo 0.90)
-RECIPE_NOTE=$(py 'print(json.load(open(sys.argv[1])).get("recipe_note", ""))' "$W/plan.json" 2>/dev/null)
+volt_part plan plan
+UTIL=$(volt_py 'r = json.load(open(sys.argv[1])); u = r.get("recipe_utilization", 0.90); print("none" if u is None else "%.2f" % u)' "$W/plan.json" 2>/dev/null || echo 0.90)
+RECIPE_NOTE=$(volt_py 'print(json.load(open(sys.argv[1])).get("recipe_note", ""))' "$W/plan.json" 2>/dev/null)
 
 # ---- allreduce: microseconds per all-reduce at decode sizes ----
 allreduce() {
@@ -248,11 +212,11 @@ allreduce() {
     return 77
   fi
   [ -x "$B/cuda_backend_test" ] || { echo '{"skipped": "no cuda_backend_test in the bundle"}' >"$W/allreduce.json"; return 77; }
-  timeout "$(($(left) < 120 ? ($(left) > 1 ? $(left) : 1) : 120))" "$B/cuda_backend_test" --gtest_color=no \
+  timeout "$(($(volt_left) < 120 ? ($(volt_left) > 1 ? $(volt_left) : 1) : 120))" "$B/cuda_backend_test" --gtest_color=no \
     --gtest_also_run_disabled_tests --gtest_filter='CudaCommBench.*' >"$W/allreduce.out" 2>&1
   local rc=$?
   cat "$W/allreduce.out"
-  py '
+  volt_py '
 rows = [json.loads(l.split(" ", 1)[1]) for l in open(sys.argv[1]) if l.startswith("ALLREDUCE ")]
 for r in rows:
     r["part"] = "allreduce_%s_%s_tp%d_rows%d" % (r.pop("comm"), r["mode"], r["ranks"], r["rows"])
@@ -267,7 +231,7 @@ print(json.dumps({"pass": int(sys.argv[2]) == 0 and bool(rows), "measurements": 
   tail -1 "$W/allreduce.lines" >"$W/allreduce.json"
   return "$rc"
 }
-part allreduce allreduce
+volt_part allreduce allreduce
 
 # ---- ids: greedy ids of TP 2 / 4 against TP 1 ----
 ids() {
@@ -279,7 +243,7 @@ ids() {
     ln -sf "$ROOT/assets/demo-model/$f" "$W/demo-ids/$f"
   done
   local prompt
-  prompt=$(py 'print(",".join(str((i * 37 + 11) % 997) for i in range(24)))')
+  prompt=$(volt_py 'print(",".join(str((i * 37 + 11) % 997) for i in range(24)))')
   for model in demo-ids tests/data/golden/kv8/tiny-kv8; do
     name=$(basename "$model")
     [ "$name" = demo-ids ] && { model=$W/demo-ids; name=demo; tps="2"; } || tps="2 4"
@@ -301,7 +265,7 @@ ids() {
       done
     done
   done
-  printf '%s\n' "${res[@]}" | py '
+  printf '%s\n' "${res[@]}" | volt_py '
 r = {}
 for l in sys.stdin:
     m, dt, tp, s = l.split()
@@ -310,16 +274,16 @@ print(json.dumps({"pass": int(sys.argv[1]) == 0, "vs_tp1": r, "tokens": 64,
                   "note": "greedy ids byte for byte; DIFF at --dtype half can be the sums order (docs/parallel.md)"}))' "$rc" >"$W/ids.json"
   return "$rc"
 }
-part ids ids
+volt_part ids ids
 
 # ---- recipe: the V100 recipe's TP=4 serve line on one GPU ----
 recipe() {
   if [ "$UTIL" = none ]; then
-    py 'print(json.dumps({"skipped": sys.argv[1]}))' "$RECIPE_NOTE" >"$W/recipe.json"
+    volt_py 'print(json.dumps({"skipped": sys.argv[1]}))' "$RECIPE_NOTE" >"$W/recipe.json"
     return 77
   fi
   local port log=$L/recipe_serve.log pid mon up=0 t0 t_ready=0 rc
-  port=$(py 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  port=$(volt_py 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
   local line=(--model ./gpt-oss-120b-vllm --tensor-parallel-size 4 --gpu-memory-utilization "$UTIL"
     --max-model-len 2048 --enforce-eager --disable-custom-all-reduce --block-size 16 --swap-space 4 --port "$port")
   local ours=(--device "$DEV" --load-format dummy "${SAME[@]}" --dtype half)
@@ -338,7 +302,7 @@ recipe() {
   fi
   local i
   for i in $(seq 1 $((READY_S * 5))); do
-    if py '
+    if volt_py '
 import urllib.request
 for path in ("/health", "/v1/models"):
     urllib.request.urlopen("http://127.0.0.1:%s%s" % (sys.argv[1], path), timeout=2).read()' "$port" 2>/dev/null; then
@@ -346,13 +310,13 @@ for path in ("/health", "/v1/models"):
       break
     fi
     kill -0 "$pid" 2>/dev/null || break
-    [ "$(left)" -gt 0 ] || break
+    [ "$(volt_left)" -gt 0 ] || break
     sleep 0.2
   done
-  [ "$up" = 1 ] && t_ready=$(py 'import time; print(round(time.time() - float(sys.argv[1]), 1))' "$t0")
+  [ "$up" = 1 ] && t_ready=$(volt_py 'import time; print(round(time.time() - float(sys.argv[1]), 1))' "$t0")
   echo "ready: $up after ${t_ready} s"
   if [ "$up" = 1 ]; then
-    py '
+    volt_py '
 import urllib.request, time
 base = "http://127.0.0.1:%s" % sys.argv[1]
 def post(path, body, timeout=60):
@@ -396,7 +360,7 @@ print(json.dumps(out))' "$port" >"$W/recipe_requests.json" 2>"$L/recipe_client.l
   rc=$?
   [ -n "${mon:-}" ] && { kill "$mon" 2>/dev/null; wait "$mon" 2>/dev/null; }
   grep -E "memory:|KV blocks|parallel:|weights placed|cuda graphs|dummy|max-model-len|error|Error" "$log" | head -30
-  py '
+  volt_py '
 try: req = json.load(open(sys.argv[1]))
 except Exception: req = {}
 gpu = proc = 0
@@ -419,9 +383,9 @@ d = {"pass": up and req.get("requests_ok", False) and (budget is None or 0 < pro
      "errors": [l for l in log.splitlines() if re.search(r"error|nan|non-finite", l, re.I)][:5]}
 d.update(req)
 print(json.dumps(d))' "$W/recipe_requests.json" "$L/recipe_mem.txt" "$log" "$up" "$t_ready" "${GPU_MIB:-}" "$UTIL" "$rc" "$RECIPE_NOTE" "$DEV" >"$W/recipe.json"
-  py 'sys.exit(0 if json.load(open(sys.argv[1]))["pass"] else 1)' "$W/recipe.json"
+  volt_py 'sys.exit(0 if json.load(open(sys.argv[1]))["pass"] else 1)' "$W/recipe.json"
 }
-part recipe recipe
+volt_part recipe recipe
 
 # ---- decode: tok/s of the 120b shape at TP 1, 2, 4 on one GPU ----
 decode() {
@@ -431,8 +395,8 @@ decode() {
     read -r tp n eager <<<"$run"
     name=decode_tp${tp}_b${n}_$eager
     local need=$((slowest * 13 / 10))
-    if [ "$(left)" -le "$need" ]; then
-      emit "{\"part\": \"$name\", \"skipped\": \"deadline: $(left) s left, the slowest run so far took $slowest s\"}"
+    if [ "$(volt_left)" -le "$need" ]; then
+      volt_emit "{\"part\": \"$name\", \"skipped\": \"deadline: $(volt_left) s left, the slowest run so far took $slowest s\"}"
       continue
     fi
     local extra=()
@@ -441,7 +405,7 @@ decode() {
     local t0 t1 r i
     for ((i = 0; i < n; i++)); do echo "The harbor town number $i was quiet in the morning."; done >"$W/prompts_$n.txt"
     t0=$(date +%s)
-    timeout "$(left)" "$V" --log-level info generate --device "$DEV" --dtype half --load-format dummy \
+    timeout "$(volt_left)" "$V" --log-level info generate --device "$DEV" --dtype half --load-format dummy \
       --model "$W/decode_model" --prompts-file "$W/prompts_$n.txt" --max-tokens "$NTOK" --ignore-eos \
       --temperature 0 --max-num-seqs "$n" --kv-cache-memory-bytes 4294967296 "${extra[@]}" \
       >"$W/$name.out" 2>"$L/$name.log"
@@ -449,7 +413,7 @@ decode() {
     t1=$(date +%s)
     [ $((t1 - t0)) -gt "$slowest" ] && slowest=$((t1 - t0))
     [ "$r" -eq 0 ] || rc=1
-    emit "$(py '
+    volt_emit "$(volt_py '
 log = open(sys.argv[1], errors="replace").read()
 m = re.search(r"(\d+) prompt tokens, (\d+) generated tokens in ([0-9.]+) s: ([0-9.]+) generated tok/s", log)
 tps = float(m.group(4)) if m else None
@@ -463,7 +427,7 @@ d = {"part": sys.argv[2], "pass": int(sys.argv[3]) == 0 and bool(tps), "rc": int
 print(json.dumps(d))' "$L/$name.log" "$name" "$r" "$tp" "$n" "$eager" "$((t1 - t0))")"
   done
   # The summary: TP k over TP 1 eager at batch 1.
-  py '
+  volt_py '
 rows = {}
 for l in open(sys.argv[1]):
     r = json.loads(l)
@@ -475,16 +439,16 @@ d = {"pass": int(sys.argv[2]) == 0, "tok_s": rows,
 print(json.dumps(d))' "$S" "$rc" >"$W/decode.json"
   return "$rc"
 }
-part decode decode
+volt_part decode decode
 
 tar czf "$OUT/tp_recipe_logs.tar.gz" -C "$W" logs plan.json recipe_cmd.txt 2>/dev/null ||
   tar czf "$OUT/tp_recipe_logs.tar.gz" -C "$W" logs
-py '
+volt_py '
 rows = [json.loads(l) for l in open(sys.argv[1])]
 bad = [r["part"] for r in rows if r.get("pass") is False]
 print("tp_recipe: %d lines, failed: %s, skipped: %s; %s s" % (len(rows), bad or "none",
       [r["part"] for r in rows if "skipped" in r] or "none", sys.argv[2]))
-sys.exit(1 if bad else 0)' "$S" "$(elapsed)"
+sys.exit(1 if bad else 0)' "$S" "$(volt_elapsed)"
 rc=$?
 echo "tp_recipe: $S, $OUT/tp_recipe_logs.tar.gz"
 rm -rf "$W"

@@ -10,7 +10,6 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -19,17 +18,21 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
-#include <random>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "comm_test_util.h"
 #include "cpu/tcp_communicator.h"
 #include "cpu/thread_communicator.h"
 
 namespace volt::cpu {
 namespace {
+
+using volt::testing::exit_codes;
+using volt::testing::random_floats;
+using volt::testing::rank_order_sum;
 
 // Runs fn(rank, comm) on one thread per rank; returns each rank's status.
 std::vector<Status> on_ranks(const ThreadGroup& g, const std::function<Status(int, ops::Communicator&)>& fn) {
@@ -45,25 +48,12 @@ std::vector<Status> on_ranks(const ThreadGroup& g, const std::function<Status(in
     return out;
 }
 
-std::vector<float> random_values(int64_t n, uint32_t seed) {
-    std::mt19937 rng(seed);
-    std::uniform_real_distribution<float> d(-1e3f, 1e3f);
-    std::vector<float> v(n);
-    for (auto& x : v) x = d(rng);
-    return v;
-}
-
 TEST(ThreadCommunicator, AllReduceIsTheRankOrderSumOnEveryRank) {
     for (int n : {1, 2, 3, 4, 8}) {
         const int64_t count = 1037;  // not a multiple of any rank count: uneven slices
         std::vector<std::vector<float>> in(n), out(n);
-        for (int r = 0; r < n; ++r) in[r] = out[r] = random_values(count, 100 + r);
-        std::vector<float> want(count);
-        for (int64_t i = 0; i < count; ++i) {
-            float s = in[0][i];
-            for (int r = 1; r < n; ++r) s += in[r][i];
-            want[i] = s;
-        }
+        for (int r = 0; r < n; ++r) in[r] = out[r] = random_floats(count, 100 + r, -1e3f, 1e3f);
+        const std::vector<float> want = rank_order_sum(in);
         ThreadGroup g(n);
         auto st = on_ranks(g, [&](int r, ops::Communicator& c) {
             VOLT_RETURN_IF_ERROR(c.all_reduce_sum(out[r].data(), count));
@@ -179,17 +169,6 @@ pid_t fork_rank(int r, int n, int port, int lfd, double timeout_s,
     return pid;
 }
 
-// Waits for every pid; their exit codes in order (200: killed by a signal).
-std::vector<int> exit_codes(const std::vector<pid_t>& pids) {
-    std::vector<int> codes;
-    for (pid_t pid : pids) {
-        int status = 0;
-        waitpid(pid, &status, 0);
-        codes.push_back(WIFEXITED(status) ? WEXITSTATUS(status) : 200);
-    }
-    return codes;
-}
-
 // Forks n processes (fork_rank) and returns every exit code.
 std::vector<int> in_processes(int n, double timeout_s,
                               const std::function<int(int, ops::Communicator&)>& fn) {
@@ -214,14 +193,10 @@ TEST(TcpCommunicator, ProcessesAllReduceGatherAndPipelineLikeThreads) {
         const int64_t count = 1037;
         const auto codes = in_processes(n, 30.0, [&](int r, ops::Communicator& c) {
             // The rank-order sum, from every rank's seeded values (what the thread test checks too).
-            std::vector<float> want(count), mine = random_values(count, 100 + r);
+            std::vector<float> mine = random_floats(count, 100 + r, -1e3f, 1e3f);
             std::vector<std::vector<float>> all(n);
-            for (int q = 0; q < n; ++q) all[q] = random_values(count, 100 + q);
-            for (int64_t i = 0; i < count; ++i) {
-                float s = all[0][i];
-                for (int q = 1; q < n; ++q) s += all[q][i];
-                want[i] = s;
-            }
+            for (int q = 0; q < n; ++q) all[q] = random_floats(count, 100 + q, -1e3f, 1e3f);
+            const std::vector<float> want = rank_order_sum(all);
             if (!c.all_reduce_sum(mine.data(), count).is_ok()) return 1;
             if (std::memcmp(mine.data(), want.data(), count * sizeof(float)) != 0) return 2;
             std::vector<int64_t> counts(n);

@@ -31,9 +31,9 @@
 #include <cstring>
 #include <functional>
 #include <mutex>
-#include <random>
 #include <thread>
 
+#include "comm_test_util.h"
 #include "core/check.h"
 #include "cuda/cuda_backend.h"
 #include "cuda/cuda_check.h"
@@ -44,6 +44,9 @@
 
 namespace volt::cuda {
 namespace {
+
+using volt::testing::random_floats;
+using volt::testing::rank_order_sum;
 
 constexpr int64_t kHidden = 2880;
 
@@ -56,22 +59,6 @@ constexpr int64_t kHidden = 2880;
 int iters() {
     const char* env = std::getenv("VOLT_ALLREDUCE_ITERS");
     return env != nullptr && std::atoi(env) > 0 ? std::atoi(env) : 400;
-}
-
-std::vector<float> random_floats(int64_t n, uint32_t seed) {
-    std::mt19937 rng(seed);
-    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-    std::vector<float> v(n);
-    for (auto& x : v) x = u(rng);
-    return v;
-}
-
-// The CPU communicators' order: r0 + r1 + ...
-std::vector<float> rank_order_sum(const std::vector<std::vector<float>>& in) {
-    std::vector<float> s = in[0];
-    for (size_t r = 1; r < in.size(); ++r)
-        for (size_t i = 0; i < s.size(); ++i) s[i] += in[r][i];
-    return s;
 }
 
 void report(const char* comm, int ranks, int64_t rows, const char* mode, int n_iters, double seconds,
@@ -129,7 +116,7 @@ void measure(const char* comm, std::vector<std::unique_ptr<CudaBackend>>& backen
             auto b = backends[r]->alloc(count * 4);
             ASSERT_TRUE(b.is_ok());
             bufs[r] = std::move(*b);
-            in[r] = random_floats(count, static_cast<uint32_t>(1000 * n + r + rows));
+            in[r] = random_floats(count, static_cast<uint32_t>(1000 * n + r + rows), -1.0f, 1.0f);
         }
         uint64_t step = 0;
         for (const char* mode : {"pipelined", "sync"}) {
@@ -287,7 +274,7 @@ TEST(CudaCommBench, DISABLED_OneShotKernelOnOneGpu) {
             const int64_t count = rows * kHidden;
             std::vector<std::vector<float>> in(n);
             for (int q = 0; q < n; ++q) {
-                in[q] = random_floats(count, static_cast<uint32_t>(77 * n + q + rows));
+                in[q] = random_floats(count, static_cast<uint32_t>(77 * n + q + rows), -1.0f, 1.0f);
                 VOLT_CUDA_CHECK(cudaSetDevice(0));
                 VOLT_CUDA_CHECK(cudaMemcpy(data[q], in[q].data(), count * 4, cudaMemcpyHostToDevice));
             }

@@ -7,7 +7,6 @@
 #include "executor/nccl_rendezvous.h"
 
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -20,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "comm_test_util.h"
 #include "cpu/tcp_communicator.h"
 #include "executor/engine_flags.h"
 
@@ -27,6 +27,7 @@ namespace volt::executor {
 namespace {
 
 using cuda::NcclUniqueId;
+using volt::testing::exit_codes;
 
 // The ids a seeded maker gives, in order: what rank 0 makes and every rank must receive.
 std::vector<NcclUniqueId> seeded_ids(int count) {
@@ -35,16 +36,6 @@ std::vector<NcclUniqueId> seeded_ids(int count) {
     for (NcclUniqueId& id : ids)
         for (char& c : id.internal) c = static_cast<char>(rng() & 0xff);
     return ids;
-}
-
-std::vector<int> exit_codes(const std::vector<pid_t>& pids) {
-    std::vector<int> codes;
-    for (pid_t pid : pids) {
-        int status = 0;
-        waitpid(pid, &status, 0);
-        codes.push_back(WIFEXITED(status) ? WEXITSTATUS(status) : 200);
-    }
-    return codes;
 }
 
 // Forks n ranks joined over 127.0.0.1 with `config` (per rank) and the watchdog's timeout; each runs
@@ -252,43 +243,34 @@ TEST(NcclRendezvous, ARankConfiguredDifferentlyIsStillRefused) {
     EXPECT_EQ(codes, (std::vector<int>{0, 0}));
 }
 
-// Rank 0 never answers (it stays in the group, silent, for 4 s): the worker's exchange fails with the
-// watchdog's kUnavailable after the 0.5 s timeout, not after rank 0 leaves. And a worker that never sends
-// its place: rank 0 fails the same way, naming it.
-TEST(NcclRendezvous, ARankThatNeverAnswersEndsInTheWatchdog) {
+// Two ranks, `silent` staying in the group without a word for 4 s: the other rank's exchange must fail
+// with kUnavailable naming `expect` before 3 s have passed (the watchdog's 0.5 s timeout, not the silent
+// rank's leaving). The exit codes: {0, 0} when it did.
+std::vector<int> with_a_silent_rank(int silent, const std::string& expect) {
     using Clock = std::chrono::steady_clock;
-    const auto codes = in_processes(2, 0.5, same, [](int r, cpu::TcpCommunicator& world) {
-        if (r == 0) {
+    return in_processes(2, 0.5, same, [&](int r, cpu::TcpCommunicator& world) {
+        if (r == silent) {
             std::this_thread::sleep_for(std::chrono::seconds(4));
             return 0;
         }
         const auto start = Clock::now();
-        auto ids = exchange_nccl_ids(world, {"h1", "0000:01:00.0", 0}, 1,
+        auto ids = exchange_nccl_ids(world, {"h" + std::to_string(r), "0000:01:00.0", 0}, 1,
                                      []() -> Result<NcclUniqueId> { return NcclUniqueId{}; });
         const double waited = std::chrono::duration<double>(Clock::now() - start).count();
-        std::fprintf(stderr, "rank 1 after %.2f s: %s\n", waited, ids.status().to_string().c_str());
+        std::fprintf(stderr, "rank %d after %.2f s: %s\n", r, waited, ids.status().to_string().c_str());
         return !ids.is_ok() && ids.status().code() == StatusCode::kUnavailable &&
-                       ids.status().message().find("watchdog") != std::string::npos && waited < 3.0
+                       ids.status().message().find(expect) != std::string::npos && waited < 3.0
                    ? 0
                    : 1;
     });
-    EXPECT_EQ(codes, (std::vector<int>{0, 0}));
-    const auto silent_worker = in_processes(2, 0.5, same, [](int r, cpu::TcpCommunicator& world) {
-        if (r == 1) {
-            std::this_thread::sleep_for(std::chrono::seconds(4));
-            return 0;
-        }
-        const auto start = Clock::now();
-        auto ids = exchange_nccl_ids(world, {"h0", "0000:01:00.0", 0}, 1,
-                                     []() -> Result<NcclUniqueId> { return NcclUniqueId{}; });
-        const double waited = std::chrono::duration<double>(Clock::now() - start).count();
-        std::fprintf(stderr, "rank 0 after %.2f s: %s\n", waited, ids.status().to_string().c_str());
-        return !ids.is_ok() && ids.status().code() == StatusCode::kUnavailable &&
-                       ids.status().message().find("rank 1") != std::string::npos && waited < 3.0
-                   ? 0
-                   : 1;
-    });
-    EXPECT_EQ(silent_worker, (std::vector<int>{0, 0}));
+}
+
+// Rank 0 never answers: the worker's exchange fails with the watchdog's kUnavailable after the 0.5 s
+// timeout, not after rank 0 leaves. And a worker that never sends its place: rank 0 fails the same way,
+// naming it.
+TEST(NcclRendezvous, ARankThatNeverAnswersEndsInTheWatchdog) {
+    EXPECT_EQ(with_a_silent_rank(0, "watchdog"), (std::vector<int>{0, 0}));
+    EXPECT_EQ(with_a_silent_rank(1, "rank 1"), (std::vector<int>{0, 0}));
 }
 
 }  // namespace
