@@ -22,6 +22,9 @@ rm -f "$WORK"/*.txt "$WORK"/*.err
 "$BIN" --log-level warning generate "$@" --logprobs 3 --tensor-parallel-size "$TP" \
     --pipeline-parallel-size "$PP" > "$WORK/threads.txt"
 PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+# A test beside this one that draws the same free port (same model and split: the same handshake) must not
+# join these ranks: a secret of this run's own (multiprocess_failure.sh says more).
+export VOLT_GROUP_SECRET="multiprocess-generate-$$-$PORT"
 pids=""
 r=0
 while [ "$r" -lt "$WORLD" ]; do
