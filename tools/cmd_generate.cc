@@ -168,8 +168,9 @@ void run(const GenerateArgs& a) {
                     if (d.finish != engine::FinishReason::kNone) finish[i] = d.finish;
                 }
                 if (d.finish == engine::FinishReason::kError && !d.error.empty())
-                    errors.push_back("run " + std::to_string(run + 1) + ", prompt " + std::to_string(i) +
-                                     ": " + d.error);
+                    errors.push_back(
+                        (a.repeat > 1 ? "run " + std::to_string(run + 1) + ", " : std::string()) + "prompt " +
+                        std::to_string(i) + ": " + d.error);
             }
         }
         const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
