@@ -263,8 +263,8 @@ void register_generate(CLI::App& app) {
     cmd->add_option(
            "--repeat", a->repeat,
            "run the same prompts N times on the loaded engine, a throughput line each (greedy runs must "
-           "give the same ids, else exit 1)")
-        ->check(CLI::PositiveNumber)
+           "give the same ids, else exit 1); the outputs and logprobs printed are run 1's")
+        ->check(CLI::Range(1, 1 << 20))
         ->capture_default_str();
     executor::add_engine_flags(cmd, &a->engine);
     cmd->add_option("--dtype", a->engine.device.dtype,

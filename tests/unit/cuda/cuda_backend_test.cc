@@ -865,6 +865,9 @@ TEST(CudaOps, PromptRowGemmsAreBatchInvariant) {
     if (edge_only()) GTEST_SKIP() << "model widths";
     for (const char* dtype : {"half", "bfloat16"}) {
         auto be = make_backend(dtype);
+        // The Volta kernels (a volta-ptx build, VOLT_CUDA_TEST_KERNELS=sm70) refuse bfloat16: that dtype has
+        // nothing to check there, and VOLT_NEED_GPU would mark the whole test skipped after the half pass.
+        if (!be && std::string(dtype) == "bfloat16" && probe_device(0).is_ok()) continue;
         VOLT_NEED_GPU(be);
         const bool gemm = be->dispatch().uses(OpKind::kPromptGemm, "gemm_mma_m16n8k16_f32acc");
         // The other family of the same row: close (a GEMM vs a GEMV), or bitwise where both are the GEMV.
