@@ -27,6 +27,10 @@ volt_find_cublas() {
 # helpers of the caller's own).
 # volt_emit LINE: LINE on stdout and appended to $S. volt_elapsed, volt_left: seconds since START, and left
 # before the deadline (<= 0 past it).
+# volt_card_share MIB TOTAL_MIB: the --gpu-memory-utilization that gives a card of MIB on a GPU of TOTAL_MIB,
+# rounded down to 0.01 and at most 0.9 (the memory checks of serve.sh and offload.sh run the same card size on
+# an H100 or an H200).
+volt_card_share() { python3 -c "import math; print(min(0.9, math.floor(100 * $1 / $2) / 100))"; }
 volt_emit() { echo "$1" | tee -a "$S"; }
 volt_elapsed() { echo $(($(date +%s) - START)); }
 volt_left() { echo $((DEADLINE - $(date +%s) + START)); }

@@ -99,7 +99,7 @@ done
 # U: the H200's 0.12 (0.12 x 143,771 = 17,252.5 MiB) as this GPU's share, rounded down (0.21 of an H100 80GB:
 # 17,127 MiB), so the cap is the same card size on either machine. 17,253, not 17,252: the truncated product
 # gave 0.11 on the H200 itself (17,252 / 143,771 = 0.11999...).
-U120=$(python3 -c "import math; print(min(0.9, math.floor(100 * 17253 / $TOTAL_MIB) / 100))")
+U120=$(volt_card_share 17253 "$TOTAL_MIB")
 if want serve_120b; then
   PORT=$((8100 + RANDOM % 800))
   "$V" serve "$W/120b" --device cuda --load-format dummy --gpu-memory-utilization "$U120" --cpu-offload-gb 50 \

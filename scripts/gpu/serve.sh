@@ -137,7 +137,7 @@ fi
 # A V100-16GB's budget at --gpu-memory-utilization 0.9 (16,160 MiB x 0.9 = 14,544 MiB) as this GPU's share,
 # rounded down: 0.10 of an H200 (14,377 MiB), 0.17 of an H100 80GB (13,865 MiB). (A fixed 0.10 left an H100
 # 7.9 GiB, less than the 20b shape's 12 GiB of weights: the run of 2026-12-06 session 5 failed there.)
-MEM_U=$(python3 -c "import math; print(math.floor(100 * 14544 / $TOTAL_MIB) / 100)")
+MEM_U=$(volt_card_share 14544 "$TOTAL_MIB")
 if ! want memory_20b; then
   :
 elif start_server memory_20b "$W/20b" --load-format dummy --gpu-memory-utilization "$MEM_U" --max-model-len 8192 \
