@@ -137,26 +137,29 @@ T=$W/gen_times.tsv
 : >"$T"
 maxlen=$((${CTXS##* } + 1024))
 [ "$maxlen" -lt 4096 ] && maxlen=4096
-gen() {  # gen N MAX_TOKENS REP
-  local n=$1 mt=$2 rep=$3 name="gen_n$1_m$2_r$3" ids
+run_gen() {  # run_gen NAME N MAX_TOKENS [EXTRA ARGS...]: one voltllm generate process, its output in
+  # $W/logs/NAME.{out,log}; returns its exit code
+  local name=$1 n=$2 mt=$3 ids
+  shift 3
   ids=$(cpy ids "$n" 0)
   timeout "$(left)" "$V" --log-level info generate --device "$DEV" --model "$M" "${LOAD[@]}" --prompt-ids "$ids" --max-tokens "$mt" \
-    --ignore-eos --temperature 0 --max-num-seqs 1 --max-model-len "$maxlen" --max-num-batched-tokens 2048 \
+    --ignore-eos --temperature 0 --max-num-seqs 1 --max-model-len "$maxlen" --max-num-batched-tokens 2048 "$@" \
     >"$W/logs/$name.out" 2>"$W/logs/$name.log"
-  local rc=$?
-  printf '%s %s %s %s %s\n' "$n" "$mt" "$rep" "$(cpy gen-seconds "$W/logs/$name.log")" "$rc" | tee -a "$T"
+}
+gen() {  # gen N MAX_TOKENS REP
+  local name="gen_n$1_m$2_r$3" rc
+  run_gen "$name" "$1" "$2"
+  rc=$?
+  printf '%s %s %s %s %s\n' "$1" "$2" "$3" "$(cpy gen-seconds "$W/logs/$name.log")" "$rc" | tee -a "$T"
 }
 genr() {  # genr N MAX_TOKENS: one process, --repeat REPS + 1 on one load, the first run a warm-up; a line of
   # $T per later run (rep 1..REPS). For the 120b shape, whose dummy load takes ~30-60 s: one process a
   # figure and repeat would be 8 x 3 loads, more than a call.
-  local n=$1 mt=$2 name="gen_n$1_m$2_repeat" ids rep=0 s
-  ids=$(cpy ids "$n" 0)
-  timeout "$(left)" "$V" --log-level info generate --device "$DEV" --model "$M" "${LOAD[@]}" --prompt-ids "$ids" --max-tokens "$mt" \
-    --ignore-eos --temperature 0 --max-num-seqs 1 --max-model-len "$maxlen" --max-num-batched-tokens 2048 \
-    --repeat $((REPS + 1)) >"$W/logs/$name.out" 2>"$W/logs/$name.log"
-  local rc=$?
+  local name="gen_n$1_m$2_repeat" rc rep=0 s
+  run_gen "$name" "$1" "$2" --repeat $((REPS + 1))
+  rc=$?
   while read -r s; do
-    [ "$rep" -gt 0 ] && printf '%s %s %s %s %s\n' "$n" "$mt" "$rep" "$s" "$rc" | tee -a "$T"
+    [ "$rep" -gt 0 ] && printf '%s %s %s %s %s\n' "$1" "$2" "$rep" "$s" "$rc" | tee -a "$T"
     rep=$((rep + 1))
   done < <(cpy gen-seconds-runs "$W/logs/$name.log")
 }
