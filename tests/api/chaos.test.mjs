@@ -13,25 +13,14 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { mkdtempSync, readFileSync } from "node:fs";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
+import { fixedPort } from "./ports.mjs";
 
 // As helpers.mjs has it (not imported: this test needs no npm package).
 const BIN = process.env.VOLTLLM_BIN || path.resolve("build/tools/voltllm");
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-
-async function freePort() {
-    return new Promise((resolve, reject) => {
-        const s = createServer();
-        s.listen(0, "127.0.0.1", () => {
-            const { port } = s.address();
-            s.close(() => resolve(port));
-        });
-        s.on("error", reject);
-    });
-}
 
 // Every process a test started, and every server pid it learned, so that a failing test leaves nothing
 // running (SIGCONT first: a stopped process may be among them). Pids only, never names.
@@ -163,7 +152,7 @@ async function streamOnce(base) {
 test("router over three supervised servers: kill -9, a short SIGSTOP, a long SIGSTOP", { timeout: 170000 }, async (t) => {
     t.after(cleanup);
     const dir = mkdtempSync(path.join(tmpdir(), "voltllm-chaos-"));
-    const ports = [await freePort(), await freePort(), await freePort()];
+    const ports = [await fixedPort(), await fixedPort(), await fixedPort()];
     const urls = ports.map((p) => `http://127.0.0.1:${p}`);
     const sups = await Promise.all(
         ports.map((p, i) =>
@@ -305,8 +294,8 @@ test("router --launch 2 starts two supervised servers and stops them on SIGTERM"
     t.after(() => {
         for (const p of spawned) if (p.exitCode === null && p.signalCode === null) p.kill("SIGTERM");
     });
-    const port = await freePort();
-    const basePort = await freePort();
+    const port = await fixedPort();
+    const basePort = await fixedPort(2);  // --launch 2: basePort and basePort + 1
     const router = await start(
         [
             "router", "--port", String(port), "--launch", "2", "--launch-base-port", String(basePort),

@@ -6,18 +6,10 @@
 import { test, describe } from "node:test";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import net from "node:net";
 import { BIN, startServer, client } from "./helpers.mjs";
+import { fixedPort } from "./ports.mjs";
 
 const COMMON = ["--kv-cache-memory-bytes", "256M", "--tensor-parallel-size", "2", "--collective-timeout", "20"];
-
-async function freePort() {
-    const s = net.createServer();
-    await new Promise((resolve) => s.listen(0, "127.0.0.1", resolve));
-    const port = s.address().port;
-    await new Promise((resolve) => s.close(resolve));
-    return port;
-}
 
 // Rank 1: no HTTP; resolves its exit status.
 function startWorker(port) {
@@ -32,7 +24,7 @@ function startWorker(port) {
 }
 
 async function startPair() {
-    const port = await freePort();
+    const port = await fixedPort();
     const worker = startWorker(port);
     const server = await startServer([...COMMON, "--nnodes", "2", "--node-rank", "0", "--master-addr", "127.0.0.1", "--master-port", String(port)], { readyTimeoutMs: 300000 });
     return { worker, server };
