@@ -19,7 +19,7 @@
 #            rel <= 2e-5 (docs/parallel.md "Reduction-order tolerance"; threads measured <= 1.35e-6)
 #   text     greedy text of the demo model, 64 tokens (--ignore-eos): TP 1 with CUDA graphs, TP 1
 #            --enforce-eager, TP 2 with and without the custom all-reduce and with / without
-#            --enforce-eager (TP > 1 always runs eagerly): SAME or DIFF against TP 1 graphs
+#            --enforce-eager (TP > 1 across GPUs, NCCL, always runs eagerly): SAME or DIFF against TP 1 graphs
 #   procs    two processes as two "nodes", one GPU each (torchrun's variables, LOCAL_RANK, 127.0.0.1): logits
 #            of tiny-kv8 at TP 2 (prompt 0) against TP 1 and against TP 2 in one process with NCCL alone
 #            (same all-gather + rank-order sum: expected bitwise), and the demo model's greedy text over

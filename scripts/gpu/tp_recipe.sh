@@ -38,16 +38,18 @@
 #                utilization x total)
 #   decode       batch-1 decode tok/s of the 120b shape (dummy weights, --dtype half, VOLT_TPR_TOKENS = 128
 #                greedy tokens, --ignore-eos, a 13-token prompt per sequence, --kv-cache-memory-bytes 4 GiB) at
-#                TP 1, TP 4 and TP 2 (same device, all --enforce-eager), then TP 1 with CUDA graphs (the
-#                default; graphs are TP 1 only), then batch 32 at TP 1 and TP 4 while the deadline
-#                allows (each run is started only when the time left exceeds 1.3 x the slowest run so
-#                far). tok/s = generated tokens / seconds of generate's own "generated tok/s" line (from
-#                the first submit to the last token: the prefill of 13 tokens included; the load is not);
-#                ms_per_step = 1000 x batch / tok/s. TP > 1 always runs eagerly, so TP 1 eager is the fair
-#                baseline (tp_over_tp1_eager_b1 in the part's line).
+#                TP 1 and TP 4 with --enforce-eager (the eager rows, for comparison), then TP 4, TP 2 and
+#                TP 1 with CUDA graphs (the default; at TP > 1 same-device one graph over every rank's
+#                stream), then batch 32 at TP 1 and TP 4 with graphs while the deadline allows (each run is
+#                started only when the time left exceeds 1.3 x the slowest run so far). tok/s = generated
+#                tokens / seconds of generate's own "generated tok/s" line (from the first submit to the
+#                last token: the prefill of 13 tokens included; the load is not); ms_per_step = 1000 x
+#                batch / tok/s. The part's line gives TP k over TP 1 at batch 1, eager over eager
+#                (tp_over_tp1_eager_b1) and graphs over graphs (tp_over_tp1_graphs_b1); the logs' "cuda
+#                graphs:" line says which mode each run took.
 # Expected time on an H100 (not yet measured: nothing here has run on a GPU): plan 1 s, allreduce ~15 s,
-# ids ~25 s, recipe 60-120 s (load: see below), decode 3 x 120b loads of 20-60 s each; batch 32 only if
-# time is left.
+# ids ~25 s, recipe 60-120 s (load: see below), decode 5 x 120b loads of 20-60 s each at batch 1; batch 32
+# only if time is left.
 #
 # Memory arithmetic of the recipe (gpt-oss-120b shape, --dtype half; the plan part recomputes it from
 # config.json and prints every term):
@@ -391,7 +393,7 @@ volt_part recipe recipe
 decode() {
   local slowest=0 rc=0 n tp eager name
   echo "same-device TP: the ranks share one GPU; the differences are TP's kernels and launches, not a link"
-  for run in "1 1 eager" "4 1 eager" "2 1 eager" "1 1 graphs" "1 32 eager" "4 32 eager"; do
+  for run in "1 1 eager" "4 1 eager" "4 1 graphs" "2 1 graphs" "1 1 graphs" "1 32 graphs" "4 32 graphs"; do
     read -r tp n eager <<<"$run"
     name=decode_tp${tp}_b${n}_$eager
     local need=$((slowest * 13 / 10))
@@ -426,15 +428,17 @@ d = {"part": sys.argv[2], "pass": int(sys.argv[3]) == 0 and bool(tps), "rc": int
      "note": "same-device TP: kernel and launch overhead of TP on one GPU, no link"}
 print(json.dumps(d))' "$L/$name.log" "$name" "$r" "$tp" "$n" "$eager" "$((t1 - t0))")"
   done
-  # The summary: TP k over TP 1 eager at batch 1.
+  # The summary: TP k over TP 1 at batch 1, eager over eager and graphs over graphs.
   volt_py '
 rows = {}
 for l in open(sys.argv[1]):
     r = json.loads(l)
     if r.get("part", "").startswith("decode_tp") and r.get("tok_s"): rows[r["part"]] = r["tok_s"]
-base = rows.get("decode_tp1_b1_eager")
+def over(mode):
+    base = rows.get("decode_tp1_b1_" + mode)
+    return {k: round(v / base, 3) for k, v in rows.items() if base and k.endswith("_b1_" + mode)}
 d = {"pass": int(sys.argv[2]) == 0, "tok_s": rows,
-     "tp_over_tp1_eager_b1": {k: round(v / base, 3) for k, v in rows.items() if base and "_b1_" in k},
+     "tp_over_tp1_eager_b1": over("eager"), "tp_over_tp1_graphs_b1": over("graphs"),
      "note": "same-device TP measures the kernel and launch overhead of TP (no link)"}
 print(json.dumps(d))' "$S" "$rc" >"$W/decode.json"
   return "$rc"

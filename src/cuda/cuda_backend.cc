@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -129,6 +130,8 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(const CudaOptions& o) {
     b->quantize_dense_experts_ = op == Operand::kF16;
     b->scratch_.resize(kNumScratch);
     VOLT_CUDA_CHECK(cudaStreamCreateWithFlags(&b->stream_, cudaStreamNonBlocking));
+    for (cudaEvent_t* e : {&b->order_event_, &b->fork_event_, &b->join_event_})
+        VOLT_CUDA_CHECK(cudaEventCreateWithFlags(e, cudaEventDisableTiming));
     VOLT_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&b->error_), 16));
     VOLT_CUDA_CHECK(cudaMemset(b->error_, 0, 16));
     if (cublas_ok) {
@@ -180,6 +183,11 @@ CudaBackend::~CudaBackend() {
     }
     if (error_ != nullptr) {
         const cudaError_t e = cudaFree(error_);
+        VOLT_CHECK(e == cudaSuccess || cuda_unloading(e)) << cudaGetErrorString(e);
+    }
+    for (cudaEvent_t ev : {order_event_, fork_event_, join_event_}) {
+        if (ev == nullptr) continue;
+        const cudaError_t e = cudaEventDestroy(ev);
         VOLT_CHECK(e == cudaSuccess || cuda_unloading(e)) << cudaGetErrorString(e);
     }
     if (stream_ != nullptr) {
@@ -482,19 +490,72 @@ class CudaGraph final : public ops::Graph {
 }  // namespace
 
 Result<std::unique_ptr<ops::Graph>> CudaBackend::capture(const std::function<void()>& body) {
-    VOLT_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
-    capturing_ = true;
-    capture_spoiled_ = false;
-    body();
-    capturing_ = false;
+    return capture_group({}, body);
+}
+
+bool CudaBackend::can_capture_with(const ops::Backend& peer) const {
+    const auto* c = dynamic_cast<const CudaBackend*>(&peer);
+    return c != nullptr && c != this && c->device_.ordinal == device_.ordinal;
+}
+
+namespace {
+// capture_serial(): one number per capture_group, shared by its backends.
+std::atomic<uint64_t> last_capture_serial{0};
+}  // namespace
+
+Result<std::unique_ptr<ops::Graph>> CudaBackend::capture_group(const std::vector<ops::Backend*>& peers,
+                                                               const std::function<void()>& body) {
+    std::vector<CudaBackend*> all{this};
+    for (ops::Backend* p : peers) {
+        if (p == nullptr || !can_capture_with(*p))
+            return invalid_argument(
+                std::string("cuda graph capture: a peer backend (") + (p != nullptr ? p->name() : "null") +
+                ") that is not another CUDA backend on GPU " + std::to_string(device_.ordinal));
+        all.push_back(static_cast<CudaBackend*>(p));
+    }
+    VOLT_CUDA_CHECK(cudaSetDevice(device_.ordinal));
+    // Thread-local alone: the calling thread issues everything. With peers their threads launch into
+    // capturing streams and may run unrelated CUDA calls meanwhile (relaxed: none of them is refused).
+    VOLT_CUDA_CHECK(cudaStreamBeginCapture(
+        stream_, peers.empty() ? cudaStreamCaptureModeThreadLocal : cudaStreamCaptureModeRelaxed));
+    // The fork: each peer's stream waits on an event of this capture, which joins it to the capture.
+    cudaError_t err = cudaSuccess;
+    size_t forked = 0;
+    if (!peers.empty()) err = cudaEventRecord(fork_event_, stream_);
+    while (err == cudaSuccess && forked + 1 < all.size()) {
+        err = cudaStreamWaitEvent(all[forked + 1]->stream_, fork_event_, 0);
+        if (err == cudaSuccess) ++forked;
+    }
+    const uint64_t serial = ++last_capture_serial;
+    for (CudaBackend* c : all) {
+        c->capturing_ = true;
+        c->capture_spoiled_ = false;
+        c->capture_serial_ = serial;
+    }
+    if (err == cudaSuccess) body();
+    bool spoiled = false;
+    for (CudaBackend* c : all) {
+        c->capturing_ = false;
+        c->capture_serial_ = 0;
+        spoiled = spoiled || c->capture_spoiled_;
+    }
+    // The join (every forked stream, even after a failure: the capture ends only with all of them back).
+    for (size_t k = 1; k <= forked; ++k) {
+        cudaError_t e = cudaEventRecord(all[k]->join_event_, all[k]->stream_);
+        if (e == cudaSuccess) e = cudaStreamWaitEvent(stream_, all[k]->join_event_, 0);
+        if (err == cudaSuccess) err = e;
+    }
     cudaGraph_t graph = nullptr;
     const cudaError_t end = cudaStreamEndCapture(stream_, &graph);
-    if (end != cudaSuccess || graph == nullptr || capture_spoiled_) {
+    if (err == cudaSuccess) err = end;
+    if (err != cudaSuccess || graph == nullptr || spoiled) {
         cudaGetLastError();  // capture errors are not sticky
         if (graph != nullptr) VOLT_CUDA_CHECK(cudaGraphDestroy(graph));
-        if (capture_spoiled_)
+        if (spoiled)
             return Status(StatusCode::kUnavailable, "cuda graph capture: a scratch buffer had to grow");
-        return internal_error(std::string("cuda graph capture failed: ") + cudaGetErrorString(end));
+        return internal_error(std::string("cuda graph capture failed") +
+                              (peers.empty() ? "" : " (" + std::to_string(all.size()) + " streams)") + ": " +
+                              cudaGetErrorString(err));
     }
     cudaGraphExec_t exec = nullptr;
     const cudaError_t inst = cudaGraphInstantiateWithFlags(&exec, graph, 0);
@@ -504,6 +565,14 @@ Result<std::unique_ptr<ops::Graph>> CudaBackend::capture(const std::function<voi
         return internal_error(std::string("cuda graph instantiation failed: ") + cudaGetErrorString(inst));
     }
     return std::unique_ptr<ops::Graph>(new CudaGraph(exec, stream_));
+}
+
+void CudaBackend::wait_for(ops::Backend& other) {
+    auto* o = dynamic_cast<CudaBackend*>(&other);
+    VOLT_CHECK(o != nullptr) << "cuda: wait_for a " << other.name() << " backend";
+    if (o == this) return;
+    VOLT_CUDA_CHECK(cudaEventRecord(o->order_event_, o->stream_));
+    VOLT_CUDA_CHECK(cudaStreamWaitEvent(stream_, o->order_event_, 0));
 }
 
 // ---- placement ----

@@ -87,10 +87,27 @@ class CudaBackend final : public ops::Backend {
     void synchronize() override;
     Status reserve(const ops::WorkspaceLimits& limits) override;
     // Stream capture (thread-local mode) into a cudaGraphExec_t. A scratch buffer that would have to
-    // grow inside the capture fails it (kInternal; nothing was launched) instead of synchronizing.
+    // grow inside the capture spoils it (kUnavailable; nothing was launched) instead of synchronizing.
     bool has_graphs() const override { return true; }
     Result<std::unique_ptr<ops::Graph>> capture(const std::function<void()>& body) override;
+    // Other CudaBackends on the same GPU.
+    bool can_capture_with(const ops::Backend& peer) const override;
+    // One capture in relaxed mode (the peers' threads launch into capturing streams) begun on this
+    // backend's stream: a fork event recorded on it and waited by every peer's stream before body, a join
+    // event recorded on every peer's stream and waited by this one after. Inside, an event recorded on one
+    // of these streams and waited on another becomes an edge of the graph (the communicators' ordering).
+    Result<std::unique_ptr<ops::Graph>> capture_group(const std::vector<ops::Backend*>& peers,
+                                                      const std::function<void()>& body) override;
     uint64_t scratch_epoch() const override { return scratch_epoch_; }
+    // An event recorded on other's stream (a CudaBackend) and waited by this stream.
+    void wait_for(ops::Backend& other) override;
+    // For the communicators attached to this backend (same_device_communicator.cc): the capture this
+    // backend's stream is in (a number shared by every backend of one capture_group, new for each; 0 when
+    // none), a buffer of theirs too small inside it (the capture is then reported kUnavailable, as for
+    // the backend's own scratch), and a buffer of theirs that moved (graphs captured before are stale).
+    uint64_t capture_serial() const { return capture_serial_; }
+    void spoil_capture() { capture_spoiled_ = true; }
+    void scratch_moved() { ++scratch_epoch_; }
     void fill_scratch(uint8_t byte) override;
 
     Result<ops::DenseWeight> place_dense(const ops::DenseWeight& host, ops::WeightRole role,
@@ -176,6 +193,9 @@ class CudaBackend final : public ops::Backend {
     uint64_t scratch_epoch_ = 0;    // bumped when a scratch buffer moves
     bool capturing_ = false;        // inside capture(): scratch must not grow
     bool capture_spoiled_ = false;  // a scratch buffer was too small during the capture
+    uint64_t capture_serial_ = 0;   // capture_serial()
+    // wait_for's (recorded on this stream), capture_group's fork (on this one) and join (on a peer's).
+    cudaEvent_t order_event_ = nullptr, fork_event_ = nullptr, join_event_ = nullptr;
     // Placement summary, logged when lm_head (the last dense weight of a model) is placed.
     int64_t placed_bytes_ = 0, dense_to_f16_ = 0, dense_kept_bf16_ = 0, dense_int_ = 0,
             experts_quantized_ = 0;

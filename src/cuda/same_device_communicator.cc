@@ -27,6 +27,16 @@ bool unloading(cudaError_t e) { return e == cudaErrorCudartUnloading; }
 //   barrier 2; wait done[q] for every q; copy scratch[r] -> data.
 // Rank q records ready[q] again only after barrier 2, by which time every rank has enqueued its wait on
 // it; it records done[q] again only after the next barrier 1, after every rank's wait on done[q].
+// Graph capture (ops::Communicator::capturable; CudaBackend::capture_group over every rank's backend):
+// the same calls, made while every rank's stream is in one capture, become the graph's edges (each
+// all-reduce and gather records before it waits, so they never wait on an older record). Only a mailbox's
+// `consumed` is waited on one transfer later: a send waits on it only when it was recorded in the same
+// capture (or both outside any), never on an event recorded inside another capture or outside this one
+// (illegal in a capture, and no real event after it); the executor orders every rank's stream after
+// every other's around a capture, which covers the receiver's copy that event stood for. A buffer too
+// small inside a capture spoils it (CudaBackend::spoil_capture: kUnavailable, the step then runs eagerly
+// and grows it) instead of waiting for the device; a buffer that moves bumps the backend's scratch epoch
+// (graphs holding its address are captured again).
 class SameDeviceGroupState {
   public:
     SameDeviceGroupState(int size, int device, ops::CommunicatorOptions o)
@@ -50,6 +60,8 @@ class SameDeviceGroupState {
         void* buf = nullptr;  // [cap] bytes on the device
         int64_t cap = 0;
         cudaEvent_t sent = nullptr, consumed = nullptr;
+        // The capture (CudaBackend::capture_serial) each was last recorded in; 0: outside any.
+        uint64_t sent_in = 0, consumed_in = 0;
     };
 
     int size() const { return host.size(); }
@@ -83,6 +95,7 @@ class SameDeviceCommunicator : public ops::Communicator {
         if (done_ != nullptr) cudaEventDestroy(done_);
     }
     const char* name() const override { return "same-device"; }
+    bool capturable() const override { return true; }
     int rank() const override { return rank_; }
     int size() const override { return g_->size(); }
 
@@ -96,6 +109,7 @@ class SameDeviceCommunicator : public ops::Communicator {
                                     ": rank " + std::to_string(rank_) + " is on GPU " +
                                     std::to_string(cuda->device_ordinal()));
         stream_ = cuda->stream();
+        backend_ = cuda;
         VOLT_CUDA_CHECK(cudaSetDevice(g_->device()));
         if (ready_ == nullptr) {
             VOLT_CUDA_CHECK(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming));
@@ -116,15 +130,16 @@ class SameDeviceCommunicator : public ops::Communicator {
             in.p[q] = static_cast<const float*>(g_->host.post(q).data);
             if (q != rank_) VOLT_CUDA_CHECK(cudaStreamWaitEvent(stream_, g_->ready(q), 0));
         }
-        float* out = grow_scratch(count);
-        launch_rank_sum_f32(in, size(), out, count, stream_);
+        float* out = grow_scratch(count);  // null: the capture is spoiled; enqueue no sum, no copy
+        if (out != nullptr) launch_rank_sum_f32(in, size(), out, count, stream_);
         VOLT_CUDA_CHECK(cudaEventRecord(done_, stream_));
         VOLT_RETURN_IF_ERROR(g_->host.finish(rank_, tag));
         // Nobody writes its buffer before every rank's sum has read it.
         for (int q = 0; q < size(); ++q)
             if (q != rank_) VOLT_CUDA_CHECK(cudaStreamWaitEvent(stream_, g_->done(q), 0));
-        VOLT_CUDA_CHECK(cudaMemcpyAsync(data, out, static_cast<size_t>(count) * sizeof(float),
-                                        cudaMemcpyDeviceToDevice, stream_));
+        if (out != nullptr)
+            VOLT_CUDA_CHECK(cudaMemcpyAsync(data, out, static_cast<size_t>(count) * sizeof(float),
+                                            cudaMemcpyDeviceToDevice, stream_));
         return Status::ok();
     }
 
@@ -170,19 +185,32 @@ class SameDeviceCommunicator : public ops::Communicator {
             VOLT_CUDA_CHECK(cudaEventCreateWithFlags(&m.sent, cudaEventDisableTiming));
             VOLT_CUDA_CHECK(cudaEventCreateWithFlags(&m.consumed, cudaEventDisableTiming));
         }
-        if (m.cap < bytes) {
-            VOLT_CUDA_CHECK(cudaEventSynchronize(m.consumed));
+        const uint64_t capture = backend_->capture_serial();
+        bool copy = bytes > 0;
+        if (m.cap < bytes && capture != 0) {
+            backend_->spoil_capture();  // growing waits for the device: the eager step grows it
+            copy = false;
+        } else if (m.cap < bytes) {
+            // The receiver's last copy out of buf is done: its `consumed`, or when that was recorded in a
+            // capture (no real event), this stream, which the executor ordered after the graph.
+            if (m.consumed_in == 0) {
+                VOLT_CUDA_CHECK(cudaEventSynchronize(m.consumed));
+            } else {
+                VOLT_CUDA_CHECK(cudaStreamSynchronize(stream_));
+            }
             if (m.buf != nullptr) VOLT_CUDA_CHECK(cudaFree(m.buf));
             m.buf = nullptr;
             m.cap = 0;
             VOLT_CUDA_CHECK(cudaMalloc(&m.buf, static_cast<size_t>(std::max<int64_t>(bytes, 256))));
             m.cap = bytes;
+            backend_->scratch_moved();
         }
-        VOLT_CUDA_CHECK(cudaStreamWaitEvent(stream_, m.consumed, 0));
-        if (bytes > 0)
+        if (m.consumed_in == capture) VOLT_CUDA_CHECK(cudaStreamWaitEvent(stream_, m.consumed, 0));
+        if (copy)
             VOLT_CUDA_CHECK(
                 cudaMemcpyAsync(m.buf, data, static_cast<size_t>(bytes), cudaMemcpyDeviceToDevice, stream_));
         VOLT_CUDA_CHECK(cudaEventRecord(m.sent, stream_));
+        m.sent_in = capture;
         g_->host.set_mailbox(rank_, peer, true, tag);
         return Status::ok();
     }
@@ -193,11 +221,21 @@ class SameDeviceCommunicator : public ops::Communicator {
         VOLT_CHECK(stream_ != nullptr) << "same-device communicator: attach() before the first collective";
         VOLT_RETURN_IF_ERROR(g_->host.wait_mailbox(rank_, peer, rank_, false, tag));
         SameDeviceGroupState::Mailbox& m = g_->mailbox(peer, rank_);
+        const uint64_t capture = backend_->capture_serial();
+        VOLT_CHECK(m.sent_in == capture) << "same-device communicator: a send and its recv on either side of "
+                                            "a graph capture's edge (every rank captures or none)";
         VOLT_CUDA_CHECK(cudaStreamWaitEvent(stream_, m.sent, 0));
-        if (bytes > 0)
+        bool copy = bytes > 0;
+        if (m.cap < bytes) {  // only inside a capture the sender spoiled (else it grew the buffer)
+            VOLT_CHECK(capture != 0) << "same-device mailbox of " << m.cap << " bytes for " << bytes;
+            backend_->spoil_capture();
+            copy = false;
+        }
+        if (copy)
             VOLT_CUDA_CHECK(
                 cudaMemcpyAsync(data, m.buf, static_cast<size_t>(bytes), cudaMemcpyDeviceToDevice, stream_));
         VOLT_CUDA_CHECK(cudaEventRecord(m.consumed, stream_));
+        m.consumed_in = capture;
         g_->host.set_mailbox(peer, rank_, false, tag);
         return Status::ok();
     }
@@ -206,8 +244,15 @@ class SameDeviceCommunicator : public ops::Communicator {
     uint64_t num_collectives() const override { return tags_.total(); }
 
   private:
-    // This rank's sum scratch, at least count floats (grown after this rank's stream drains).
+    // This rank's sum scratch, at least count floats (grown after this rank's stream drains; a move makes
+    // graphs captured before stale). Inside a capture it cannot grow: null, and the capture is spoiled.
     float* grow_scratch(int64_t count) {
+        if (scratch_count_ >= count) return scratch_;
+        if (backend_->capture_serial() != 0) {
+            backend_->spoil_capture();
+            return nullptr;
+        }
+        backend_->scratch_moved();
         return grow_f32_scratch(&scratch_, &scratch_count_, count, stream_);
     }
 
@@ -215,6 +260,7 @@ class SameDeviceCommunicator : public ops::Communicator {
     const int rank_;
     cpu::TagCounter tags_;
     cudaStream_t stream_ = nullptr;
+    CudaBackend* backend_ = nullptr;  // attach's: the capture state, scratch moves
     cudaEvent_t ready_ = nullptr, done_ = nullptr;
     float* scratch_ = nullptr;
     int64_t scratch_count_ = 0;

@@ -4,8 +4,10 @@
 // barriers with the CPU communicators' watchdog and order check; the device work is ordered with CUDA
 // events only (cudaStreamWaitEvent on events already recorded), so no kernel ever waits for another
 // stream and nothing can deadlock on one GPU. The all-reduce runs the rank-order sum kernel
-// (kernels/comm.cu): bitwise equal on every rank and to the CPU communicators. Tests:
-// tests/unit/cuda/parallel_cuda_test.cc.
+// (kernels/comm.cu): bitwise equal on every rank and to the CPU communicators. Capturable
+// (ops::Communicator::capturable): with every rank's stream in one CudaBackend::capture_group the same
+// calls record the graph's cross-stream edges (the executor's decode graphs at TP x PP > 1). Tests:
+// tests/unit/cuda/parallel_cuda_test.cc, tests/unit/cuda/parallel_graph_test.cc.
 #pragma once
 
 #include <memory>

@@ -408,7 +408,7 @@ Status BackendExecutor::init_cache(const CacheConfig& c) {
         if (n <= max_rows) capture_sizes_.push_back(n);
     for (int64_t n = 8; n <= max_rows; n += 8) capture_sizes_.push_back(n);
     if (!capture_sizes_.empty() && capture_sizes_.back() < max_rows) capture_sizes_.push_back(max_rows);
-    if (!capture_sizes_.empty() && c.max_model_len > 0 && group_->size() == 1) {
+    if (!capture_sizes_.empty() && c.max_model_len > 0) {
         const int64_t widths = (std::max<int64_t>(c.max_model_len, 256) + c.block_size - 1) / c.block_size;
         const int64_t w[kNumKvGroups] = {widths, widths};
         // The asynchronous path's sample rows travel in front of the inputs (model::StepHead): room for
@@ -422,8 +422,12 @@ Status BackendExecutor::init_cache(const CacheConfig& c) {
         const int64_t input_bytes =
             builder_.kept_tables() ? model::StepUpload::decode_bytes_kept_tables(rows_max, 8 * rows_max + 64)
                                    : model::StepUpload::decode_bytes(rows_max, w);
-        VOLT_RETURN_IF_ERROR(
-            graph_upload_.reserve(backend(), input_bytes, async_ ? rows_max * per_row + 65536 : 0));
+        for (int i = 0; i < group_->size(); ++i) {
+            ops::Backend& be = *group_->rank(i).backend;
+            be.bind_thread();
+            VOLT_RETURN_IF_ERROR(states_[i].graph_upload.reserve(
+                be, input_bytes, async_ && i == 0 ? rows_max * per_row + 65536 : 0));
+        }
     }
     return Status::ok();
 }
@@ -733,17 +737,18 @@ Status BackendExecutor::run(const StepBatch& b, StepResult* result) {
     logprobs_.resize(R);
     top_ids_.resize(R * kMaxLogprobs);
     top_logprobs_.resize(R * kMaxLogprobs);
-    // Graphs hold decode steps only: a prompt row (a one-token prompt or chunk) takes the prompt kernels.
+    // Pipeline micro-batches: cut from the StepBatch alone (its sequences' rows), so every rank and
+    // every process cuts the same way.
+    const int64_t m = micro_batches_for(b.num_seqs);
+    micro_.clear();
+    if (m > 1) builder_.micro_steps(split_micro_batches(b.query_start_loc, m), &micro_);
+    if (micro_observer_) micro_observer_(b, micro_);
+    micro_batches_run_ += std::max<int64_t>(1, static_cast<int64_t>(micro_.size()));
+    // Graphs hold decode steps of one micro-batch only: a prompt row (a one-token prompt or chunk) takes
+    // the prompt kernels.
     if (step.num_prompt_rows == 0 && graph_eligible(b)) {
         VOLT_RETURN_IF_ERROR(run_graph(b, step));
     } else {
-        // Pipeline micro-batches: cut from the StepBatch alone (its sequences' rows), so every rank and
-        // every process cuts the same way.
-        const int64_t m = micro_batches_for(b.num_seqs);
-        micro_.clear();
-        if (m > 1) builder_.micro_steps(split_micro_batches(b.query_start_loc, m), &micro_);
-        if (micro_observer_) micro_observer_(b, micro_);
-        micro_batches_run_ += std::max<int64_t>(1, static_cast<int64_t>(micro_.size()));
         // Every rank runs the same step (so all issue the same collectives); only the output rank samples.
         Status s = group_->run([&](int i) { return run_rank(i, b, step); });
         if (s.is_ok() && process_) s = exchange_result(R);
@@ -812,21 +817,29 @@ void pad_decode_step(const model::HostStep& s, int64_t rows, const int64_t width
 }  // namespace
 
 bool BackendExecutor::graph_eligible(const StepBatch& b) const {
-    if (enforce_eager_ || experts_offloaded_ || graphs_failed_ || capture_sizes_.empty() || process_ ||
-        group_->size() != 1 || !group_->rank(0).backend->has_graphs())
+    if (enforce_eager_ || experts_offloaded_ || graphs_failed_ || capture_sizes_.empty() || process_)
         return false;
+    // Every rank's backend and communicators into one capture (TP x PP > 1: the same-device ones).
+    const ops::Backend& first = *group_->rank(0).backend;
+    for (int i = 0; i < group_->size(); ++i) {
+        const Rank& r = group_->rank(i);
+        if (!r.backend->has_graphs() || (i > 0 && !first.can_capture_with(*r.backend)) ||
+            r.forward->tracing())
+            return false;
+        for (const ops::Communicator* comm : {r.tp_comm.get(), r.pp_comm.get()})
+            if (comm != nullptr && !comm->capturable()) return false;
+    }
+    if (micro_batches_for(b.num_seqs) != 1) return false;  // pipeline micro-batches run eagerly
     if (b.num_tokens != b.num_seqs || b.num_tokens > capture_sizes_.back() || b.num_tokens <= 0) return false;
     if (static_cast<int64_t>(b.logits_rows.size()) != b.num_seqs) return false;
     for (int64_t i = 0; i < b.num_seqs; ++i) {
         const LogitsRow& r = b.logits_rows[i];
         if (r.row != i || r.seq != i || r.target >= 0) return false;
     }
-    return !group_->rank(0).forward->tracing();
+    return true;
 }
 
-Status BackendExecutor::graph_inputs(const StepBatch& b, const model::HostStep& step, ops::Buffer* pinned,
-                                     const model::StepHead* head, GraphKey* key, model::ForwardBatch* fb) {
-    ops::Backend& be = *group_->rank(0).backend;
+BackendExecutor::GraphKey BackendExecutor::graph_pad(const StepBatch& b, const model::HostStep& step) {
     const int64_t S = b.num_seqs;
     const int64_t rows = *std::lower_bound(capture_sizes_.begin(), capture_sizes_.end(), S);
     int64_t longest = 0;
@@ -838,61 +851,119 @@ Status BackendExecutor::graph_inputs(const StepBatch& b, const model::HostStep& 
     for (int g = 0; g < kNumKvGroups; ++g)
         widths[g] = std::max<int64_t>((keys + block_size_ - 1) / block_size_, step.max_blocks[g]);
     // Kept tables: the padding rows read the padding row (all -1; their context is 0: nothing is read).
-    model::DeviceBlockTables& tables = states_[0].tables;
     const int64_t padding_row = std::max<int64_t>(step.table_num_rows - 1, 0);
     pad_decode_step(step, rows, widths, static_cast<int32_t>(padding_row), &padded_);
-    VOLT_ASSIGN_OR_RETURN(*fb, graph_upload_.upload(be, padded_, pinned, head, &tables));
-    last_input_bytes_ = graph_upload_.last_input_bytes();
-    fb->max_seq_len = keys;  // sizes the split-KV grid; each row's splits follow its own context
-    // (Kept tables: one width, the tables'; the key changes with it as the address does.)
-    *key = {rows, keys, fb->groups[0].max_blocks, fb->groups[1].max_blocks};
+    return {rows, keys, 0, 0};
+}
+
+Status BackendExecutor::graph_upload_rank(int i, GraphKey* key, ops::Buffer* pinned,
+                                          const model::StepHead* head) {
+    RankState& st = states_[i];
+    VOLT_ASSIGN_OR_RETURN(
+        st.graph_fb, st.graph_upload.upload(*group_->rank(i).backend, padded_, pinned, head, &st.tables));
+    st.graph_fb.max_seq_len = (*key)[1];  // sizes the split-KV grid; each row's splits follow its own context
+    if (i == 0) {
+        last_input_bytes_ = st.graph_upload.last_input_bytes();
+        // (Kept tables: one width, the tables'; the key changes with it as the address does.)
+        (*key)[2] = st.graph_fb.groups[0].max_blocks;
+        (*key)[3] = st.graph_fb.groups[1].max_blocks;
+    }
     return Status::ok();
 }
 
-Status BackendExecutor::graph_forward(const GraphKey& key, const model::ForwardBatch& fb) {
-    Rank& r = group_->rank(0);
-    RankState& st = states_[0];
-    ops::Backend& be = *r.backend;
+void BackendExecutor::rank0_waits_for_ranks() {
+    ops::Backend& first = *group_->rank(0).backend;
+    for (int i = 1; i < group_->size(); ++i) first.wait_for(*group_->rank(i).backend);
+}
+
+void BackendExecutor::ranks_wait_for_rank0() {
+    ops::Backend& first = *group_->rank(0).backend;
+    for (int i = 1; i < group_->size(); ++i) group_->rank(i).backend->wait_for(first);
+}
+
+Status BackendExecutor::graph_forward(const GraphKey& key) {
+    const int n = group_->size();
+    ops::Backend& be = *group_->rank(0).backend;
+    be.bind_thread();
     const model::LogitsFn none = [](int64_t, int64_t, const float*) {};
+    // Rank i's forward pass on its graph inputs, its collectives numbered as the step's.
+    auto forward = [&](int i) -> Status {
+        Rank& r = group_->rank(i);
+        RankState& st = states_[i];
+        if (r.tp_comm) r.tp_comm->begin_step(step_count_);
+        if (r.pp_comm) r.pp_comm->begin_step(step_count_);
+        VOLT_RETURN_IF_ERROR(r.forward->run(st.graph_fb, st.cache.layers(), st.ws, none));
+        if (r.tp_comm) VOLT_RETURN_IF_ERROR(r.tp_comm->finish_step());
+        if (r.pp_comm) VOLT_RETURN_IF_ERROR(r.pp_comm->finish_step());
+        return Status::ok();
+    };
+    // Every rank, each on its own thread (TP x PP > 1; else on this one): their collectives meet on the host.
+    auto every_rank = [&]() { return group_->run(forward); };
     CapturedStep& cs = graphs_[key];
-    if (!cs.graph || cs.epoch != be.scratch_epoch() || !same_inputs(cs.inputs, fb)) {
+    bool stale = !cs.graph || static_cast<int>(cs.inputs.size()) != n;
+    for (int i = 0; i < n && !stale; ++i)
+        stale = cs.epochs[i] != group_->rank(i).backend->scratch_epoch() ||
+                !same_inputs(cs.inputs[i], states_[i].graph_fb);
+    if (stale) {
         cs = CapturedStep();
+        std::vector<ops::Backend*> peers;
+        for (int i = 1; i < n; ++i) peers.push_back(group_->rank(i).backend.get());
         Status inner = Status::ok();
-        auto captured = be.capture([&] { inner = r.forward->run(fb, st.cache.layers(), st.ws, none); });
-        if (captured.is_ok() && inner.is_ok()) {
+        auto captured = be.capture_group(peers, [&] { inner = every_rank(); });
+        if (!inner.is_ok()) {
+            // A rank failed inside the capture (a collective's watchdog, a failed group): the step's error.
+            graphs_.erase(key);
+            return inner;
+        }
+        if (captured.is_ok()) {
             cs.graph = std::move(*captured);
-            cs.inputs = fb;
-            cs.epoch = be.scratch_epoch();
+            for (int i = 0; i < n; ++i) {
+                cs.inputs.push_back(states_[i].graph_fb);
+                cs.epochs.push_back(group_->rank(i).backend->scratch_epoch());
+            }
         } else {
             // Scratch had to grow (the eager step below grows it; the next step captures) or capture
             // itself failed (then every later step runs eagerly, said once).
-            const Status why = captured.is_ok() ? inner : captured.status();
+            const Status why = captured.status();
             if (why.code() != StatusCode::kUnavailable) {
                 spdlog::warn("cuda graphs off, steps run eagerly: {}", why.to_string());
                 graphs_failed_ = true;
             }
             graphs_.erase(key);
-            return r.forward->run(fb, st.cache.layers(), st.ws, none);
+            // No rank waits on an event recorded inside the capture (ops::Communicator::capturable).
+            rank0_waits_for_ranks();
+            ranks_wait_for_rank0();
+            return every_rank();
         }
     }
     auto it = graphs_.find(key);
     if (it != graphs_.end() && it->second.graph) {
+        rank0_waits_for_ranks();
         it->second.graph->launch();
+        ranks_wait_for_rank0();
         ++graph_replays_;
     }
     return Status::ok();
 }
 
 Status BackendExecutor::run_graph(const StepBatch& b, const model::HostStep& step) {
-    swap_rank(0, b);  // outside the graph, like the copies
-    copy_blocks(0, b);
-    GraphKey key;
-    model::ForwardBatch fb;
-    VOLT_RETURN_IF_ERROR(graph_inputs(b, step, nullptr, nullptr, &key, &fb));
-    VOLT_RETURN_IF_ERROR(graph_forward(key, fb));
+    GraphKey key = graph_pad(b, step);
+    // Each rank's swaps and copies (outside the graph) and its padded inputs into its fixed buffers, on
+    // its own stream; rank 0's key widths.
+    GraphKey rank0_key = key;
+    auto prepare = [&](int i) -> Status {
+        swap_rank(i, b);
+        copy_blocks(i, b);
+        return graph_upload_rank(i, i == 0 ? &rank0_key : &key);
+    };
+    VOLT_RETURN_IF_ERROR(group_->run(prepare));
+    VOLT_RETURN_IF_ERROR(graph_forward(rank0_key));
+    // The output rank's logits (tp rank 0 of the last stage; its stream waited for the replay).
+    const int out = group_->local_output();
+    VOLT_RETURN_IF_ERROR(drain(group_->rank(out)));
     const model::GptOssConfig& c = weights_->config;
     const std::vector<ops::SampleRow>& sample =
-        builder_.sample_rows(b, 0, b.num_seqs, states_[0].ws.logits, c.vocab_size);
+        builder_.sample_rows(b, 0, b.num_seqs, states_[out].ws.logits, c.vocab_size);
     return sample_chunk(sample, 0, c.vocab_size, b.vocab_size_real > 0 ? b.vocab_size_real : c.vocab_size);
 }
 
@@ -1053,7 +1124,8 @@ Status BackendExecutor::enqueue_step(const StepBatch& b, AsyncStep* f) {
     model::ForwardBatch fb;
     GraphKey key{};
     if (graph) {
-        VOLT_RETURN_IF_ERROR(graph_inputs(b, step, &f->step_pinned, &head, &key, &fb));
+        key = graph_pad(b, step);
+        VOLT_RETURN_IF_ERROR(graph_upload_rank(0, &key, &f->step_pinned, &head));
     } else {
         VOLT_ASSIGN_OR_RETURN(fb, st.upload.upload(be, step, &f->step_pinned, &head, &st.tables));
         last_input_bytes_ = st.upload.last_input_bytes();
@@ -1062,7 +1134,7 @@ Status BackendExecutor::enqueue_step(const StepBatch& b, AsyncStep* f) {
     be.move_ids({reinterpret_cast<const ops::IdMove*>(o.base + o.pre_moves), o.num_pre, true});
     device_deferred_ += static_cast<int64_t>(b.deferred.size());
     if (graph) {
-        VOLT_RETURN_IF_ERROR(graph_forward(key, fb));
+        VOLT_RETURN_IF_ERROR(graph_forward(key));
         sample_staged(o, 0, o.rows, V, V_real);
     } else {
         VOLT_RETURN_IF_ERROR(r.forward->run(fb, st.cache.layers(), st.ws,

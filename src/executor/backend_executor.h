@@ -127,13 +127,22 @@ class BackendExecutor : public SyncExecutor {
 
     // CUDA graphs for decode steps (vLLM's default; --enforce-eager turns them off; never with CPU expert
     // offload, whose experts op copies to and from the host inside the step). A decode step (one
-    // token and one sample row per sequence, TP = PP = 1, no trace) of S sequences runs as the graph of
+    // token and one sample row per sequence, no trace) of S sequences runs as the graph of
     // the smallest capture size B >= S: rows S..B-1 are padding (token 0 at position 0, no KV slot,
     // context 0, empty block tables: they write no KV and their attention is the sink's alone, 0), block
     // tables are as wide as the bucket of the longest context (a power of two >= 256 keys, at most
     // max_model_len), and the graph is captured the first time its (B, context bucket, widths) is seen.
     // Every op computes a row from that row alone, so a sequence's logits are bitwise those of the eager
     // step (tests/unit/cuda/cuda_backend_test.cc CudaGraphs.*). Backends without graphs run eagerly.
+    // TP x PP > 1 in this process: when every rank's backend can capture with rank 0's
+    // (Backend::can_capture_with: CUDA backends on one GPU) and every communicator is capturable (the
+    // same-device one), the step is ONE graph over every rank's stream (Backend::capture_group, the ranks'
+    // forward passes on their own threads inside it, their collectives its cross-stream edges), replayed on
+    // rank 0's stream after every rank's inputs, swaps and copies (rank 0's stream waits for each rank's,
+    // Backend::wait_for), every rank's stream then waiting for the replay; the output rank samples after.
+    // At pipeline parallel size > 1 only steps that run as one micro-batch (micro_batches_for: one
+    // sequence, or set_pipeline_micro_batches(1)) take a graph. Process ranks, and ranks with NCCL, run
+    // eagerly (docs/parallel.md "CUDA graphs"). Tests: tests/unit/cuda/parallel_graph_test.cc.
     void set_enforce_eager(bool eager) { enforce_eager_ = eager; }
     // Capture sizes (ascending), set by init_cache: 1, 2, 4, then multiples of 8, up to the smallest of
     // max_num_seqs, max_num_batched_tokens and 256 (one chunk of logits).
@@ -227,6 +236,8 @@ class BackendExecutor : public SyncExecutor {
         std::vector<int32_t> copy_src, copy_dst;
         std::vector<ops::KvLayer> group_layers;
         std::vector<model::StepUpload> micro_uploads;  // [micro-batch] their own inputs' buffers
+        model::StepUpload graph_upload;  // a decode graph's inputs (fixed addresses: reserved in init_cache)
+        model::ForwardBatch graph_fb;    // the step's padded inputs there (graph_upload_rank)
     };
     Status run_rank(int i, const engine::StepBatch& b, const model::HostStep& step);
     // The sample op on the logits of a micro-batch's rows [first, first + count) (logits [count, V] in
@@ -246,12 +257,20 @@ class BackendExecutor : public SyncExecutor {
     // The decode step as a graph replay (set_enforce_eager); false when the step is not one.
     bool graph_eligible(const engine::StepBatch& b) const;
     Status run_graph(const engine::StepBatch& b, const model::HostStep& step);
-    // The graph's key and its padded inputs uploaded (through `pinned` when given); then the captured
-    // graph replayed (captured first when new or stale; eagerly when capture fails).
+    // The step padded to its bucket (padded_) and the graph's key (its table widths once uploaded); then
+    // rank i's padded inputs uploaded into its graph_upload (through `pinned` when given), the key's widths
+    // filled from rank 0's; then the captured graph replayed (captured first when new or stale; eagerly
+    // when capture fails).
     using GraphKey = std::array<int64_t, 4>;  // (rows, context bucket, widths of the tables)
-    Status graph_inputs(const engine::StepBatch& b, const model::HostStep& step, ops::Buffer* pinned,
-                        const model::StepHead* head, GraphKey* key, model::ForwardBatch* fb);
-    Status graph_forward(const GraphKey& key, const model::ForwardBatch& fb);
+    GraphKey graph_pad(const engine::StepBatch& b, const model::HostStep& step);
+    Status graph_upload_rank(int i, GraphKey* key, ops::Buffer* pinned = nullptr,
+                             const model::StepHead* head = nullptr);
+    Status graph_forward(const GraphKey& key);
+    // Around a replay on rank 0's stream (Backend::wait_for; nothing at TP = PP = 1): rank 0's stream waits
+    // for every rank's before it (their inputs, swaps and copies), every rank's for rank 0's after it.
+    // Both in a row: every rank's later ops start after every rank's earlier ones.
+    void rank0_waits_for_ranks();
+    void ranks_wait_for_rank0();
 
     // The asynchronous path (one local rank).
     struct AsyncStep {
@@ -297,8 +316,8 @@ class BackendExecutor : public SyncExecutor {
     // Decode graphs (after group_: their buffers and graphs go before the backends do).
     struct CapturedStep {
         std::unique_ptr<ops::Graph> graph;
-        model::ForwardBatch inputs;  // what it was captured with (addresses, sizes)
-        uint64_t epoch = 0;          // the backend's scratch_epoch() then
+        std::vector<model::ForwardBatch> inputs;  // [rank] what it was captured with (addresses, sizes)
+        std::vector<uint64_t> epochs;             // [rank] the backends' scratch_epoch() then
     };
     bool enforce_eager_ = false;
     bool experts_offloaded_ = false;  // some layer's experts run on the CPU: no graphs
@@ -306,7 +325,6 @@ class BackendExecutor : public SyncExecutor {
     std::vector<int64_t> capture_sizes_;
     int64_t max_model_len_ = 0, block_size_ = 16;
     std::map<std::array<int64_t, 4>, CapturedStep> graphs_;  // (rows, context bucket, widths of the tables)
-    model::StepUpload graph_upload_;
     model::HostStep padded_;
     int64_t graph_replays_ = 0;
     SwapObserver swap_observer_;

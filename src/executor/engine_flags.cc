@@ -389,8 +389,8 @@ Result<std::unique_ptr<Executor>> make_executor(const EngineFlags& f,
         VOLT_ASSIGN_OR_RETURN(auto ex, make_process_rank(f, std::move(weights), launch));
         if (f.device.device == "cuda") {
             spdlog::info(
-                "cuda graphs: off at tensor x pipeline parallel size > 1 (decode steps run eagerly; "
-                "docs/parallel.md)");
+                "cuda graphs: off for ranks in several processes (decode steps run eagerly; docs/parallel.md "
+                "\"CUDA graphs\")");
             // The profiling step runs on every process (rank 0 sends it); the budget is sized from rank
             // 0's GPU, assumed like the others.
             if (config) VOLT_RETURN_IF_ERROR(plan_device_memory(f, *ex, config));
@@ -431,16 +431,31 @@ Result<std::unique_ptr<Executor>> make_executor(const EngineFlags& f,
         VOLT_ASSIGN_OR_RETURN(auto ex, BackendExecutor::create_parallel(weights, f.parallel, pf.make_backend,
                                                                         kv_format, comm, pf.make_comms));
         ex->set_pipeline_micro_batches(f.pipeline_micro_batches);
+        ex->set_enforce_eager(f.enforce_eager);
         if (f.parallel.pipeline_parallel_size > 1)
             spdlog::info(
                 "pipeline: up to {} micro-batches a step (whole sequences; --pipeline-micro-batches)",
                 f.pipeline_micro_batches > 0 ? f.pipeline_micro_batches : f.parallel.pipeline_parallel_size);
         if (f.device.device == "cuda") {
-            // Graph capture is per stream and the ranks' collectives cross streams and threads (host
-            // barriers between the captures): not captured yet, so TP / PP > 1 runs eagerly.
-            spdlog::info(
-                "cuda graphs: off at tensor x pipeline parallel size > 1 (decode steps run eagerly; "
-                "docs/parallel.md)");
+            // One graph over every rank's stream needs every rank on one GPU with the same-device
+            // communicator (BackendExecutor::set_enforce_eager); NCCL's collectives are not captured yet.
+            if (f.enforce_eager) {
+                spdlog::info("cuda graphs: off (--enforce-eager)");
+            } else if (pf.communicator != "same-device") {
+                spdlog::info(
+                    "cuda graphs: off at tensor x pipeline parallel size > 1 across GPUs ({}; decode steps "
+                    "run eagerly; docs/parallel.md \"CUDA graphs\")",
+                    pf.communicator);
+            } else {
+                spdlog::info(
+                    "cuda graphs: decode steps of the {} ranks on one GPU as one graph over their streams "
+                    "(--tp-same-device){}",
+                    f.parallel.world_size(),
+                    f.parallel.pipeline_parallel_size > 1
+                        ? "; at pipeline parallel size > 1 only steps of one micro-batch (one sequence, or "
+                          "--pipeline-micro-batches 1), the others run eagerly"
+                        : "");
+            }
             if (config) VOLT_RETURN_IF_ERROR(plan_device_memory(f, *ex, config));
         }
         return std::unique_ptr<Executor>(std::move(ex));

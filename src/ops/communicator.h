@@ -94,6 +94,15 @@ class Communicator {
     // in the watchdog's error instead of a download that never returns.
     virtual Status drain() { return Status::ok(); }
 
+    // Whether the collectives may be recorded into one graph with every rank of the group
+    // (ops::Backend::capture_group over the ranks' backends, every rank's calls made during the capture:
+    // BackendExecutor's decode graphs at TP x PP > 1). Such a communicator enqueues only work a capture can
+    // hold while its backend captures (no host wait on the device, no allocation; a buffer too small spoils
+    // the capture instead, which the backend reports as kUnavailable), and after the capture waits on no
+    // event recorded inside it. The same-device communicator is; the CPU ones (no graphs) and NCCL's (not
+    // yet: docs/parallel.md "CUDA graphs") are not.
+    virtual bool capturable() const { return false; }
+
     // Collectives this rank has issued since creation (all kinds); equal on every rank of a group that is
     // in step (tests).
     virtual uint64_t num_collectives() const = 0;

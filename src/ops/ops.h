@@ -391,8 +391,27 @@ class Backend {
     virtual Result<std::unique_ptr<Graph>> capture(const std::function<void()>& body) {
         return unimplemented(std::string(name()) + " backend: no graph capture");
     }
+    // One graph over several backends (the ranks of a tensor / pipeline parallel group on one device,
+    // each with its own stream, ordered among themselves by their communicators' events): records the
+    // launches `body` issues on this backend's stream and on every peer's (from any thread: body may hand
+    // the work to the ranks' threads) into one graph launched on this backend's stream. The peers' streams
+    // fork from this one before body and join it after, so a replay starts after what was enqueued on this
+    // backend before launch() and ends before what is enqueued on it after; order the peers' own work
+    // around it with wait_for. Errors: capture()'s (kUnavailable when a scratch buffer of any of the
+    // backends or of their communicators would have had to grow), kInvalidArgument for a peer this backend
+    // cannot capture with (can_capture_with).
+    virtual bool can_capture_with(const Backend& /*peer*/) const { return false; }
+    virtual Result<std::unique_ptr<Graph>> capture_group(const std::vector<Backend*>& peers,
+                                                         const std::function<void()>& body) {
+        if (peers.empty()) return capture(body);
+        return unimplemented(std::string(name()) + " backend: no graph capture over several backends");
+    }
     // Changes whenever backend-owned scratch moves: a graph captured before the change is stale.
     virtual uint64_t scratch_epoch() const { return 0; }
+    // Every op enqueued on this backend after the call starts after every op enqueued on `other` before
+    // it, without the host waiting (a GPU: an event recorded on other's stream, waited by this one's).
+    // Default: nothing (ops done on return, the CPU).
+    virtual void wait_for(Backend& /*other*/) {}
     // Fills every backend-owned scratch buffer with `byte` (tests: 0xff, NaN in f32 and f16, shows that
     // no op reads scratch it did not write).
     virtual void fill_scratch(uint8_t /*byte*/) {}

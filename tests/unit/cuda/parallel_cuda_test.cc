@@ -3,8 +3,8 @@
 // rank-order sum (r0 + r1 + ...) and bitwise equal on every rank; gather and send / recv move the right
 // bytes in order; the watchdog fails a rank whose peer never arrives and the order check a mismatch;
 // TP = 2, 4 and TP x PP logits of the golden checkpoints equal TP = 1's on the same GPU within the
-// reduction-order tolerance of docs/parallel.md (2e-5 of the largest |logit|), PP = 2 bitwise. CUDA
-// graphs do not run at TP x PP > 1 (BackendExecutor::graph_eligible), so there is no graphs-on case.
+// reduction-order tolerance of docs/parallel.md (2e-5 of the largest |logit|), PP = 2 bitwise. These run
+// the forward pass without the executor, so eagerly; CUDA graphs at TP x PP > 1: parallel_graph_test.cc.
 // Data: tests/data/golden (VOLT_SOURCE_DIR overrides the build's path on the GPU machine).
 #include <gtest/gtest.h>
 
