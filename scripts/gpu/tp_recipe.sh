@@ -420,8 +420,11 @@ log = open(sys.argv[1], errors="replace").read()
 m = re.search(r"(\d+) prompt tokens, (\d+) generated tokens in ([0-9.]+) s: ([0-9.]+) generated tok/s", log)
 tps = float(m.group(4)) if m else None
 n = int(sys.argv[5])
-d = {"part": sys.argv[2], "pass": int(sys.argv[3]) == 0 and bool(tps), "rc": int(sys.argv[3]), "tp": int(sys.argv[4]),
-     "batch": n, "graphs": sys.argv[6] == "graphs", "tok_s": tps,
+# A graphs run whose capture failed runs eagerly ("cuda graphs off, steps run eagerly"): not a graphs row.
+fell_back = "cuda graphs off, steps run eagerly" in log
+d = {"part": sys.argv[2], "pass": int(sys.argv[3]) == 0 and bool(tps) and not (sys.argv[6] == "graphs" and fell_back),
+     "rc": int(sys.argv[3]), "tp": int(sys.argv[4]),
+     "batch": n, "graphs": sys.argv[6] == "graphs" and not fell_back, "graphs_fell_back": fell_back, "tok_s": tps,
      "ms_per_step": round(1000 * n / tps, 3) if tps else None,
      "generated": int(m.group(2)) if m else None, "gen_seconds": float(m.group(3)) if m else None,
      "wall_s": int(sys.argv[7]), "weights_placed": re.findall(r"weights placed: ([0-9.]+) MiB", log)[:8],
@@ -433,7 +436,7 @@ print(json.dumps(d))' "$L/$name.log" "$name" "$r" "$tp" "$n" "$eager" "$((t1 - t
 rows = {}
 for l in open(sys.argv[1]):
     r = json.loads(l)
-    if r.get("part", "").startswith("decode_tp") and r.get("tok_s"): rows[r["part"]] = r["tok_s"]
+    if r.get("part", "").startswith("decode_tp") and r.get("tok_s") and not r.get("graphs_fell_back"): rows[r["part"]] = r["tok_s"]
 def over(mode):
     base = rows.get("decode_tp1_b1_" + mode)
     return {k: round(v / base, 3) for k, v in rows.items() if base and k.endswith("_b1_" + mode)}

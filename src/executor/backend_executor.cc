@@ -422,7 +422,9 @@ Status BackendExecutor::init_cache(const CacheConfig& c) {
         const int64_t input_bytes =
             builder_.kept_tables() ? model::StepUpload::decode_bytes_kept_tables(rows_max, 8 * rows_max + 64)
                                    : model::StepUpload::decode_bytes(rows_max, w);
-        for (int i = 0; i < group_->size(); ++i) {
+        // Rank 0's upload serves its eager asynchronous steps too; the others' only graph steps.
+        const int uploads = graphs_possible() ? group_->size() : 1;
+        for (int i = 0; i < uploads; ++i) {
             ops::Backend& be = *group_->rank(i).backend;
             be.bind_thread();
             VOLT_RETURN_IF_ERROR(states_[i].graph_upload.reserve(
@@ -816,19 +818,23 @@ void pad_decode_step(const model::HostStep& s, int64_t rows, const int64_t width
 }
 }  // namespace
 
-bool BackendExecutor::graph_eligible(const StepBatch& b) const {
-    if (enforce_eager_ || experts_offloaded_ || graphs_failed_ || capture_sizes_.empty() || process_)
-        return false;
+bool BackendExecutor::graphs_possible() const {
+    if (enforce_eager_ || experts_offloaded_ || process_) return false;
     // Every rank's backend and communicators into one capture (TP x PP > 1: the same-device ones).
     const ops::Backend& first = *group_->rank(0).backend;
     for (int i = 0; i < group_->size(); ++i) {
         const Rank& r = group_->rank(i);
-        if (!r.backend->has_graphs() || (i > 0 && !first.can_capture_with(*r.backend)) ||
-            r.forward->tracing())
-            return false;
+        if (!r.backend->has_graphs() || (i > 0 && !first.can_capture_with(*r.backend))) return false;
         for (const ops::Communicator* comm : {r.tp_comm.get(), r.pp_comm.get()})
             if (comm != nullptr && !comm->capturable()) return false;
     }
+    return true;
+}
+
+bool BackendExecutor::graph_eligible(const StepBatch& b) const {
+    if (graphs_failed_ || capture_sizes_.empty() || !graphs_possible()) return false;
+    for (int i = 0; i < group_->size(); ++i)
+        if (group_->rank(i).forward->tracing()) return false;
     if (micro_batches_for(b.num_seqs) != 1) return false;  // pipeline micro-batches run eagerly
     if (b.num_tokens != b.num_seqs || b.num_tokens > capture_sizes_.back() || b.num_tokens <= 0) return false;
     if (static_cast<int64_t>(b.logits_rows.size()) != b.num_seqs) return false;
@@ -916,6 +922,7 @@ Status BackendExecutor::graph_forward(const GraphKey& key) {
             return inner;
         }
         if (captured.is_ok()) {
+            ++graph_captures_;
             cs.graph = std::move(*captured);
             for (int i = 0; i < n; ++i) {
                 cs.inputs.push_back(states_[i].graph_fb);

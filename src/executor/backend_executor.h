@@ -149,6 +149,8 @@ class BackendExecutor : public SyncExecutor {
     const std::vector<int64_t>& capture_sizes() const { return capture_sizes_; }
     int64_t num_graphs() const { return static_cast<int64_t>(graphs_.size()); }
     int64_t graph_replays() const { return graph_replays_; }
+    // Graphs captured so far (a recapture after a buffer moved counts again; a spoiled capture does not).
+    int64_t graph_captures() const { return graph_captures_; }
     // Tests: fills the step workspace and the backend's scratch with `byte` (0xff: NaN).
     void fill_workspace(uint8_t byte);
     // Tests: run every step through SyncExecutor (computed in submit, DeferredToken ids resolved on the
@@ -254,6 +256,9 @@ class BackendExecutor : public SyncExecutor {
     Status lose(Status why);
     // The batch's copy-on-write block copies on rank i.
     void copy_blocks(int i, const engine::StepBatch& b);
+    // Whether any step could be a graph replay: not --enforce-eager, no offloaded experts, not a process
+    // rank, every rank's backend capturable with rank 0's and every communicator capturable.
+    bool graphs_possible() const;
     // The decode step as a graph replay (set_enforce_eager); false when the step is not one.
     bool graph_eligible(const engine::StepBatch& b) const;
     Status run_graph(const engine::StepBatch& b, const model::HostStep& step);
@@ -327,6 +332,7 @@ class BackendExecutor : public SyncExecutor {
     std::map<std::array<int64_t, 4>, CapturedStep> graphs_;  // (rows, context bucket, widths of the tables)
     model::HostStep padded_;
     int64_t graph_replays_ = 0;
+    int64_t graph_captures_ = 0;
     SwapObserver swap_observer_;
     int micro_batches_ = 0;         // set_pipeline_micro_batches (0: P)
     std::vector<MicroStep> micro_;  // the step's micro-batches (empty: the step runs whole)

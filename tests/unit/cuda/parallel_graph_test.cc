@@ -9,7 +9,11 @@
 // - with --dtype float, within kLogprobTol of TP 1 (graphs on) row by row;
 // - pipeline parallel size 2 with the default micro-batches (2): only the one-sequence decode steps take a
 //   graph, the others run eagerly as micro-batches, and the outputs are still bitwise the eager run's;
-// - every workspace and scratch byte of every rank filled with 0xff (NaN) before each step changes no output.
+// - every workspace and scratch byte of every rank filled with 0xff (NaN) before each step changes no output
+//   (the graphs read their inputs only from the fixed upload buffers, which the fill leaves alone: a graph
+//   that read a workspace byte it did not write first would turn NaN);
+// - a capture spoiled by a buffer that must grow runs the step eagerly, and a buffer moved by a later prompt
+//   step makes the graph captured again (ParallelGraphsGrow).
 // The expected values are the eager path's, itself checked against TP 1 and transformers
 // (parallel_cuda_test.cc SameDeviceLogits, the golden tests).
 #include <gtest/gtest.h>
@@ -302,6 +306,60 @@ TEST(ParallelGraphsPoison, NanScratchChangesNoOutput) {
             EXPECT_TRUE(std::isfinite(got.rows[k][i].logprob)) << "step " << k << ", row " << i;
         }
 }
+
+// Buffers that must grow inside a capture spoil it, and a buffer that moves makes its graph stale:
+// sequences 0..6 prefilled alone with 2-token prompts (the all-reduce scratch and the pipeline mailboxes
+// sized for 2 rows), then a decode step of 7 on bucket 8 (8 rows: the capture is spoiled, the step runs
+// eagerly and grows them), the same again (captured, replayed), sequence 7's 60-token prompt (eager: the
+// buffers grow and move) and a decode step of 8 on bucket 8 (the graph is stale: captured again, replayed).
+// Two captures, two replays, one graph, and every output bitwise the --enforce-eager run's.
+class ParallelGraphsGrow : public ::testing::TestWithParam<Setting> {};
+
+Outputs run_grow_schedule(Run& r) {
+    std::mt19937 rng(11);
+    for (int s = 0; s < kMaxSeqs; ++s) {
+        r.prompts[s].resize(s < 7 ? 2 : 60);
+        for (auto& id : r.prompts[s]) id = static_cast<int32_t>(rng() % r.info.vocab_size);
+    }
+    Outputs out;
+    for (int32_t s = 0; s < 7; ++s) out.rows.push_back(step(r, {s}));
+    out.rows.push_back(step(r, seqs(7)));
+    out.rows.push_back(step(r, seqs(7)));
+    out.rows.push_back(step(r, {7}));
+    out.rows.push_back(step(r, seqs(8)));
+    out.replays = r.ex->graph_replays();
+    out.graphs = r.ex->num_graphs();
+    return out;
+}
+
+TEST_P(ParallelGraphsGrow, SpoiledThenRecaptured) {
+    const Setting s = GetParam();
+    const auto w = load(s.model);
+    auto graph_run = make_run(w, s, false);
+    if (!graph_run) GTEST_SKIP() << "no CUDA device";
+    const Outputs got = run_grow_schedule(*graph_run);
+    const int64_t captures = graph_run->ex->graph_captures();
+    graph_run.reset();
+    auto eager_run = make_run(w, s, true);
+    const Outputs eager = run_grow_schedule(*eager_run);
+    EXPECT_EQ(eager_run->ex->graph_captures(), 0);
+    eager_run.reset();
+    EXPECT_EQ(got.replays, 2) << name(s) << ": the first decode step's capture is spoiled, the others replay";
+    EXPECT_EQ(captures, 2) << name(s) << ": captured, then captured again after the 60-token prompt";
+    EXPECT_EQ(got.graphs, 1) << name(s) << ": bucket 8 alone";
+    ASSERT_EQ(got.rows.size(), eager.rows.size());
+    for (size_t k = 0; k < got.rows.size(); ++k)
+        for (size_t i = 0; i < got.rows[k].size(); ++i)
+            EXPECT_TRUE(same(got.rows[k][i], eager.rows[k][i]))
+                << name(s) << ", step " << k << ", row " << i << ": token " << got.rows[k][i].token
+                << " logprob " << got.rows[k][i].logprob << " vs eager " << eager.rows[k][i].token << " "
+                << eager.rows[k][i].logprob;
+}
+
+INSTANTIATE_TEST_SUITE_P(SameDevice, ParallelGraphsGrow,
+                         ::testing::Values(Setting{"tiny-mxfp4", 2, 1, 0, "float"},
+                                           Setting{"kv8/tiny-kv8", 2, 2, 1, "half"}),
+                         [](const auto& info) { return name(info.param); });
 
 }  // namespace
 }  // namespace volt::cuda
