@@ -422,7 +422,8 @@ Status BackendExecutor::init_cache(const CacheConfig& c) {
         const int64_t input_bytes =
             builder_.kept_tables() ? model::StepUpload::decode_bytes_kept_tables(rows_max, 8 * rows_max + 64)
                                    : model::StepUpload::decode_bytes(rows_max, w);
-        // Rank 0's upload serves its eager asynchronous steps too; the others' only graph steps.
+        // Rank 0's upload also serves its eager asynchronous steps (one rank: async_); the others' only
+        // graph steps.
         const int uploads = graphs_possible() ? group_->size() : 1;
         for (int i = 0; i < uploads; ++i) {
             ops::Backend& be = *group_->rank(i).backend;

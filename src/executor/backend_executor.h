@@ -142,7 +142,9 @@ class BackendExecutor : public SyncExecutor {
     // Backend::wait_for), every rank's stream then waiting for the replay; the output rank samples after.
     // At pipeline parallel size > 1 only steps that run as one micro-batch (micro_batches_for: one
     // sequence, or set_pipeline_micro_batches(1)) take a graph. Process ranks, and ranks with NCCL, run
-    // eagerly (docs/parallel.md "CUDA graphs"). Tests: tests/unit/cuda/parallel_graph_test.cc.
+    // eagerly (docs/parallel.md "CUDA graphs"). Tests: tests/unit/cuda/parallel_graph_test.cc. Call before
+    // init_cache, which reserves the ranks' graph inputs only where graphs are possible (later is harmless:
+    // a rank's graph input buffer then grows at its first graph step).
     void set_enforce_eager(bool eager) { enforce_eager_ = eager; }
     // Capture sizes (ascending), set by init_cache: 1, 2, 4, then multiples of 8, up to the smallest of
     // max_num_seqs, max_num_batched_tokens and 256 (one chunk of logits).

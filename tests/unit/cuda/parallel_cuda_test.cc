@@ -8,6 +8,7 @@
 // Data: tests/data/golden (VOLT_SOURCE_DIR overrides the build's path on the GPU machine).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -197,6 +198,96 @@ TEST(CudaComm, DifferentCollectivesOnTwoRanksFailBothNamingTheTags) {
             s.message(),
             "collective order differs across ranks: rank 0 issued all_reduce_sum #0 of step 1 (64 bytes), "
             "rank 1 issued all_reduce_sum #0 of step 1 (128 bytes)");
+    }
+}
+
+// Graph capture of the same-device collectives (docs/parallel.md "CUDA graphs"), with no op of the backend in
+// the body, so only the communicator's own buffers can grow: an all-reduce and a send larger than the
+// all-reduce scratch and the mailbox inside a capture spoil it (kUnavailable: nothing grows, no host wait);
+// the same calls made eagerly grow both and bump the backends' scratch epochs (graphs holding the old
+// buffers are stale); the next capture of the same calls succeeds and moves nothing; each replay sums and
+// moves the bytes as the eager calls do, bitwise (the rank-order sum, as the CPU communicators).
+TEST(CudaComm, CaptureThatMustGrowIsSpoiledThenTheEagerCallGrowsTheBuffers) {
+    VOLT_NEED_GPU();
+    Ranks ranks(2);
+    const int64_t small = 64, big = 4096;
+    std::vector<ops::Buffer> bufs, msg;      // per rank: the all-reduce's data, a receive buffer
+    std::vector<std::vector<float>> cur(2);  // the host's model of bufs[r]
+    for (int r = 0; r < 2; ++r) {
+        cur[r] = random_floats(big, static_cast<uint32_t>(700 + r));
+        bufs.push_back(alloc(*ranks.backends[r], big * 4));
+        msg.push_back(alloc(*ranks.backends[r], big * 4));
+        ranks.backends[r]->upload(bufs[r].data(), cur[r].data(), big * 4);
+    }
+    std::vector<float> want_msg(big, 0.0f);
+    ranks.backends[1]->upload(msg[1].data(), want_msg.data(), big * 4);
+    uint64_t step = 0;
+    // One step: an all-reduce of `count` floats, then rank 0 sends its first `count` floats to rank 1.
+    auto calls = [&](int64_t count) {
+        const uint64_t s = step++;
+        return [&ranks, &bufs, &msg, s, count](int r) -> Status {
+            ranks.comms[r]->begin_step(s);
+            VOLT_RETURN_IF_ERROR(ranks.comms[r]->all_reduce_sum(bufs[r].as<float>(), count));
+            if (r == 0) return ranks.comms[0]->send(bufs[0].data(), count * 4, 1);
+            return ranks.comms[1]->recv(msg[1].data(), count * 4, 0);
+        };
+    };
+    auto model = [&](int64_t count) {
+        for (int64_t i = 0; i < count; ++i) cur[0][i] = cur[1][i] = cur[0][i] + cur[1][i];
+        std::copy(cur[0].begin(), cur[0].begin() + count, want_msg.begin());
+    };
+    auto sync = [&] {
+        for (auto& b : ranks.backends) b->synchronize();
+    };
+    auto expect_device = [&](const char* when) {
+        sync();
+        std::vector<float> got(big);
+        for (int r = 0; r < 2; ++r) {
+            ranks.backends[r]->download(got.data(), bufs[r].data(), big * 4);
+            EXPECT_EQ(0, std::memcmp(got.data(), cur[r].data(), big * 4))
+                << when << ": rank " << r << "'s sum";
+        }
+        ranks.backends[1]->download(got.data(), msg[1].data(), big * 4);
+        EXPECT_EQ(0, std::memcmp(got.data(), want_msg.data(), big * 4)) << when << ": the message";
+    };
+    auto eager = [&](int64_t count) {
+        for (const Status& st : ranks.run(calls(count))) ASSERT_TRUE(st.is_ok()) << st.to_string();
+        model(count);
+    };
+    auto capture = [&](int64_t count) {
+        sync();  // the eager work before it is done (the executor's waits around a capture stand for this)
+        std::vector<Status> st;
+        auto fn = calls(count);
+        auto g = ranks.backends[0]->capture_group({ranks.backends[1].get()}, [&] { st = ranks.run(fn); });
+        for (const Status& s : st) EXPECT_TRUE(s.is_ok()) << s.to_string();
+        return g;
+    };
+    auto epochs = [&] {
+        return std::vector<uint64_t>{ranks.backends[0]->scratch_epoch(), ranks.backends[1]->scratch_epoch()};
+    };
+
+    eager(small);
+    expect_device("eager, 64 floats");
+    const std::vector<uint64_t> e0 = epochs();
+    auto spoiled = capture(big);
+    ASSERT_FALSE(spoiled.is_ok()) << "a capture whose buffers must grow was not spoiled";
+    EXPECT_EQ(spoiled.status().code(), StatusCode::kUnavailable) << spoiled.status().to_string();
+    EXPECT_EQ(epochs(), e0) << "nothing grows inside a capture";
+    expect_device("after the spoiled capture (never launched)");
+
+    eager(big);
+    expect_device("eager, 4096 floats");
+    const std::vector<uint64_t> e1 = epochs();
+    EXPECT_GT(e1[0], e0[0]) << "rank 0's all-reduce scratch and mailbox moved";
+    EXPECT_GT(e1[1], e0[1]) << "rank 1's all-reduce scratch moved";
+
+    auto graph = capture(big);
+    ASSERT_TRUE(graph.is_ok()) << graph.status().to_string();
+    EXPECT_EQ(epochs(), e1) << "the buffers fit: the capture moves nothing";
+    for (int replay = 0; replay < 2; ++replay) {
+        (*graph)->launch();
+        model(big);
+        expect_device(replay == 0 ? "first replay" : "second replay");
     }
 }
 

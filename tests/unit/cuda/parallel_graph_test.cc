@@ -309,10 +309,12 @@ TEST(ParallelGraphsPoison, NanScratchChangesNoOutput) {
 
 // Buffers that must grow inside a capture spoil it, and a buffer that moves makes its graph stale:
 // sequences 0..6 prefilled alone with 2-token prompts (the all-reduce scratch and the pipeline mailboxes
-// sized for 2 rows), then a decode step of 7 on bucket 8 (8 rows: the capture is spoiled, the step runs
+// hold 3 rows: 1.5x of 2), then a decode step of 7 on bucket 8 (8 rows: the capture is spoiled, the step runs
 // eagerly and grows them), the same again (captured, replayed), sequence 7's 60-token prompt (eager: the
 // buffers grow and move) and a decode step of 8 on bucket 8 (the graph is stale: captured again, replayed).
-// Two captures, two replays, one graph, and every output bitwise the --enforce-eager run's.
+// Two captures, two replays, one graph, and every output bitwise the --enforce-eager run's. (The backend's
+// own scratch may grow in the same steps; the communicator's part alone: parallel_cuda_test.cc
+// CudaComm.CaptureThatMustGrowIsSpoiledThenTheEagerCallGrowsTheBuffers.)
 class ParallelGraphsGrow : public ::testing::TestWithParam<Setting> {};
 
 Outputs run_grow_schedule(Run& r) {
