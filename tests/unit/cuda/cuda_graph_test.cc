@@ -14,7 +14,6 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
-#include <cstring>
 #include <random>
 #include <string>
 #include <utility>
@@ -22,8 +21,8 @@
 
 #include "core/check.h"
 #include "cuda/cuda_backend.h"
-#include "engine/sampling_params.h"
 #include "executor/backend_executor.h"
+#include "executor_step_util.h"
 #include "model/loader.h"
 
 namespace volt::cuda {
@@ -111,77 +110,25 @@ void reuse_slot(Run& r, int32_t s, int32_t blocks_of, uint32_t seed) {
     r.reused[s] = true;
 }
 
-const engine::SamplingParams& greedy() {
-    static const engine::SamplingParams p = [] {
-        engine::SamplingParams q;
-        q.temperature = 0.0f;
-        return q;
-    }();
-    return p;
-}
-
 // One step: sequences `seqs` (their slots), each with its whole prompt (prefill) or one token
 // (decode: token 3 + slot + its length, a fixed id so every run feeds the same tokens). Returns the
 // logprobs of each sequence's last row, with the top 20.
 std::vector<engine::TokenLogprob> step(Run& r, const std::vector<int32_t>& seqs, bool decode) {
-    engine::StepBatch b;
-    const std::vector<int32_t> none;
-    b.num_seqs = static_cast<int64_t>(seqs.size());
-    b.vocab_size_real = r.info.vocab_size;
-    b.query_start_loc = {0};
-    for (size_t i = 0; i < seqs.size(); ++i) {
-        const int32_t s = seqs[i];
+    engine::StepBatch b = test::new_step(r.info);
+    for (const int32_t s : seqs) {
         const std::vector<int32_t> ids =
             decode ? std::vector<int32_t>{static_cast<int32_t>((3 + s + r.len[s]) % r.info.vocab_size)}
                    : r.prompts[s];
-        if (r.len[s] == 0)
-            for (int g = 0; g < engine::kNumKvGroups; ++g) {
-                if (r.reused[s]) b.table_updates.push_back({s, g, -1, -1});
-                for (int32_t k = 0; k < kBlocksPerSeq; ++k)
-                    b.table_updates.push_back({s, g, k, r.base[s] + k});
-            }
+        test::append_sequence(&b, r.info, s, r.base[s], r.len[s], ids, r.len[s] == 0, r.reused[s],
+                              kBlocksPerSeq, kBlockSize, &r.prompts[s]);
         r.reused[s] = false;
-        for (size_t j = 0; j < ids.size(); ++j) {
-            const int64_t p = r.len[s] + static_cast<int64_t>(j);
-            b.token_ids.push_back(ids[j]);
-            b.positions.push_back(static_cast<int32_t>(p));
-            for (int g = 0; g < engine::kNumKvGroups; ++g)
-                if (r.info.has_group[g]) b.slot_mapping[g].push_back(int64_t{r.base[s]} * kBlockSize + p);
-        }
         r.len[s] += static_cast<int64_t>(ids.size());
-        b.query_start_loc.push_back(static_cast<int32_t>(b.token_ids.size()));
-        b.context_lens.push_back(static_cast<int32_t>(r.len[s]));
-        b.seq_slots.push_back(s);
-        b.request_index.push_back(s);
-        b.sampling.push_back({&greedy(), &r.prompts[s], &none, false});
-        engine::LogitsRow row;
-        row.row = static_cast<int32_t>(b.token_ids.size() - 1);
-        row.seq = static_cast<int32_t>(i);
-        row.num_logprobs = engine::kMaxLogprobs;
-        b.logits_rows.push_back(row);
     }
-    b.num_tokens = static_cast<int64_t>(b.token_ids.size());
-    engine::StepResult res;
-    const Status st = r.ex->execute(b, &res);
-    VOLT_CHECK(st.is_ok()) << st.to_string();
-    VOLT_CHECK_EQ(res.logprobs.size(), seqs.size());
-    return res.logprobs;
+    return test::execute_step(*r.ex, b);
 }
 
-bool same(const engine::TokenLogprob& a, const engine::TokenLogprob& b) {
-    if (a.token != b.token || std::memcmp(&a.logprob, &b.logprob, 4) != 0 || a.top.size() != b.top.size())
-        return false;
-    for (size_t i = 0; i < a.top.size(); ++i)
-        if (a.top[i].first != b.top[i].first || std::memcmp(&a.top[i].second, &b.top[i].second, 4) != 0)
-            return false;
-    return true;
-}
-
-std::vector<int32_t> first_n(int n, int32_t from = 0) {
-    std::vector<int32_t> v(n);
-    for (int i = 0; i < n; ++i) v[i] = from + i;
-    return v;
-}
+using test::first_n;
+using test::same;
 
 // Every byte of the K and V pools of every layer.
 std::vector<uint8_t> kv_bytes(Run& r) {

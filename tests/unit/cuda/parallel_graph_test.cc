@@ -21,16 +21,15 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "core/check.h"
 #include "cuda/device.h"
-#include "engine/sampling_params.h"
 #include "executor/backend_executor.h"
 #include "executor/backend_factory.h"
+#include "executor_step_util.h"
 #include "model/loader.h"
 
 namespace volt::cuda {
@@ -118,66 +117,25 @@ std::unique_ptr<Run> make_run(const std::shared_ptr<const model::ModelWeights>& 
     return run;
 }
 
-const engine::SamplingParams& greedy() {
-    static const engine::SamplingParams p = [] {
-        engine::SamplingParams q;
-        q.temperature = 0.0f;
-        return q;
-    }();
-    return p;
-}
-
 // One step of sequences `seqs`: a sequence not yet in the cache brings its whole prompt, the others one
 // token (3 + seq + its length: fixed ids, so every run feeds the same tokens). The logprobs (with the top
 // 20) of each sequence's last row.
 std::vector<engine::TokenLogprob> step(Run& r, const std::vector<int32_t>& seqs) {
-    engine::StepBatch b;
-    const std::vector<int32_t> none;
-    b.num_seqs = static_cast<int64_t>(seqs.size());
-    b.vocab_size_real = r.info.vocab_size;
-    b.query_start_loc = {0};
-    for (size_t i = 0; i < seqs.size(); ++i) {
-        const int32_t s = seqs[i];
-        const int32_t base = s * static_cast<int32_t>(kBlocksPerSeq);
+    engine::StepBatch b = test::new_step(r.info);
+    for (const int32_t s : seqs) {
         const bool prefill = r.len[s] == 0;
         const std::vector<int32_t> ids =
             prefill ? r.prompts[s]
                     : std::vector<int32_t>{static_cast<int32_t>((3 + s + r.len[s]) % r.info.vocab_size)};
-        if (prefill)
-            for (int g = 0; g < engine::kNumKvGroups; ++g)
-                for (int32_t k = 0; k < kBlocksPerSeq; ++k) b.table_updates.push_back({s, g, k, base + k});
-        for (size_t j = 0; j < ids.size(); ++j) {
-            const int64_t p = r.len[s] + static_cast<int64_t>(j);
-            b.token_ids.push_back(ids[j]);
-            b.positions.push_back(static_cast<int32_t>(p));
-            for (int g = 0; g < engine::kNumKvGroups; ++g)
-                if (r.info.has_group[g]) b.slot_mapping[g].push_back(int64_t{base} * kBlockSize + p);
-        }
+        test::append_sequence(&b, r.info, s, s * static_cast<int32_t>(kBlocksPerSeq), r.len[s], ids, prefill,
+                              false, kBlocksPerSeq, kBlockSize, &r.prompts[s]);
         r.len[s] += static_cast<int64_t>(ids.size());
-        b.query_start_loc.push_back(static_cast<int32_t>(b.token_ids.size()));
-        b.context_lens.push_back(static_cast<int32_t>(r.len[s]));
-        b.seq_slots.push_back(s);
-        b.request_index.push_back(s);
-        b.sampling.push_back({&greedy(), &r.prompts[s], &none, false});
-        engine::LogitsRow row;
-        row.row = static_cast<int32_t>(b.token_ids.size() - 1);
-        row.seq = static_cast<int32_t>(i);
-        row.num_logprobs = engine::kMaxLogprobs;
-        b.logits_rows.push_back(row);
     }
-    b.num_tokens = static_cast<int64_t>(b.token_ids.size());
-    engine::StepResult res;
-    const Status st = r.ex->execute(b, &res);
-    VOLT_CHECK(st.is_ok()) << st.to_string();
-    VOLT_CHECK_EQ(res.logprobs.size(), seqs.size());
-    return res.logprobs;
+    return test::execute_step(*r.ex, b);
 }
 
-std::vector<int32_t> seqs(int n, int32_t from = 0) {
-    std::vector<int32_t> v(n);
-    for (int i = 0; i < n; ++i) v[i] = from + i;
-    return v;
-}
+std::vector<int32_t> seqs(int n, int32_t from = 0) { return test::first_n(n, from); }
+using test::same;
 
 // The schedule every setting runs: (sequences, whether the step is a decode step). Sequences 0..4 are
 // prefilled in one step; decode steps of 3 (bucket 4, one padding row), 1 (bucket 1), 6 and 5 (bucket 8);
@@ -208,21 +166,25 @@ Outputs run_schedule(Run& r, bool poison = false) {
     return out;
 }
 
+// Every row of every step of `got` bitwise that of `eager` (same steps, same rows).
+void expect_bitwise(const Outputs& got, const Outputs& eager, const std::string& what) {
+    ASSERT_EQ(got.rows.size(), eager.rows.size()) << what;
+    for (size_t k = 0; k < got.rows.size(); ++k) {
+        ASSERT_EQ(got.rows[k].size(), eager.rows[k].size()) << what << ", step " << k;
+        for (size_t i = 0; i < got.rows[k].size(); ++i)
+            EXPECT_TRUE(same(got.rows[k][i], eager.rows[k][i]))
+                << what << ", step " << k << ", row " << i << ": token " << got.rows[k][i].token
+                << " logprob " << got.rows[k][i].logprob << " vs eager " << eager.rows[k][i].token << " "
+                << eager.rows[k][i].logprob;
+    }
+}
+
 // Decode steps of the schedule, and those of one sequence.
 int64_t decode_steps(bool one_sequence_only) {
     int64_t n = 0;
     for (const Step& s : schedule())
         if (s.decode && (!one_sequence_only || s.seqs.size() == 1)) ++n;
     return n;
-}
-
-bool same(const engine::TokenLogprob& a, const engine::TokenLogprob& b) {
-    if (a.token != b.token || std::memcmp(&a.logprob, &b.logprob, 4) != 0 || a.top.size() != b.top.size())
-        return false;
-    for (size_t i = 0; i < a.top.size(); ++i)
-        if (a.top[i].first != b.top[i].first || std::memcmp(&a.top[i].second, &b.top[i].second, 4) != 0)
-            return false;
-    return true;
 }
 
 // The largest difference between the k-th largest logprobs of a and b (k < 20; the token's own included):
@@ -263,13 +225,7 @@ TEST_P(ParallelGraphs, DecodeBitwiseEagerAndCloseToTp1) {
         << name(s) << ": every decode step " << (several_micro ? "of one sequence " : "")
         << "replays a graph";
     EXPECT_EQ(got.graphs, several_micro ? 1 : 3) << name(s) << ": buckets 1, 4, 8 captured once each";
-    ASSERT_EQ(got.rows.size(), eager.rows.size());
-    for (size_t k = 0; k < got.rows.size(); ++k)
-        for (size_t i = 0; i < got.rows[k].size(); ++i)
-            EXPECT_TRUE(same(got.rows[k][i], eager.rows[k][i]))
-                << name(s) << ", step " << k << ", sequence " << schedule()[k].seqs[i] << ": token "
-                << got.rows[k][i].token << " logprob " << got.rows[k][i].logprob << " vs eager "
-                << eager.rows[k][i].token << " " << eager.rows[k][i].logprob;
+    expect_bitwise(got, eager, name(s));
     if (std::string(s.dtype) != "float") return;
     auto tp1_run = make_run(w, {s.model, 1, 1, 0, s.dtype}, false);
     const Outputs tp1 = run_schedule(*tp1_run);
@@ -349,13 +305,7 @@ TEST_P(ParallelGraphsGrow, SpoiledThenRecaptured) {
     EXPECT_EQ(got.replays, 2) << name(s) << ": the first decode step's capture is spoiled, the others replay";
     EXPECT_EQ(captures, 2) << name(s) << ": captured, then captured again after the 60-token prompt";
     EXPECT_EQ(got.graphs, 1) << name(s) << ": bucket 8 alone";
-    ASSERT_EQ(got.rows.size(), eager.rows.size());
-    for (size_t k = 0; k < got.rows.size(); ++k)
-        for (size_t i = 0; i < got.rows[k].size(); ++i)
-            EXPECT_TRUE(same(got.rows[k][i], eager.rows[k][i]))
-                << name(s) << ", step " << k << ", row " << i << ": token " << got.rows[k][i].token
-                << " logprob " << got.rows[k][i].logprob << " vs eager " << eager.rows[k][i].token << " "
-                << eager.rows[k][i].logprob;
+    expect_bitwise(got, eager, name(s));
 }
 
 INSTANTIATE_TEST_SUITE_P(SameDevice, ParallelGraphsGrow,
