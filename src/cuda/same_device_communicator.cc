@@ -1,6 +1,5 @@
 #include "cuda/same_device_communicator.h"
 
-#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -194,17 +193,9 @@ class SameDeviceCommunicator : public ops::Communicator {
             // Nothing may still touch buf before it is freed: the receiver's last copy out of it (its
             // `consumed`, a real event only when recorded outside a capture) and this sender's own queued
             // work (its last copy into it, or a replayed graph that the executor ordered before this
-            // stream's work): both are waited for, whichever recorded what.
+            // stream's work; grow_device_buffer waits for this stream): both, whichever recorded what.
             if (m.consumed_in == 0) VOLT_CUDA_CHECK(cudaEventSynchronize(m.consumed));
-            VOLT_CUDA_CHECK(cudaStreamSynchronize(stream_));
-            if (m.buf != nullptr) VOLT_CUDA_CHECK(cudaFree(m.buf));
-            m.buf = nullptr;
-            m.cap = 0;
-            // 1.5x the message (256 bytes at the least), so a prompt step's slowly growing messages move
-            // the buffer (and spoil graphs captured with it) a few times, not at every step.
-            const int64_t cap = std::max<int64_t>(bytes + bytes / 2, 256);
-            VOLT_CUDA_CHECK(cudaMalloc(&m.buf, static_cast<size_t>(cap)));
-            m.cap = cap;
+            grow_device_buffer(&m.buf, &m.cap, bytes, 256, stream_);
             backend_->scratch_moved();
         }
         if (m.consumed_in == capture) VOLT_CUDA_CHECK(cudaStreamWaitEvent(stream_, m.consumed, 0));
