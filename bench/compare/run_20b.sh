@@ -27,14 +27,17 @@
 # come from one process each with `generate --repeat REPS+1`, the first run a warm-up: one load a figure),
 # VOLT_COMPARE_DEVICE=cpu, VOLT_LLAMA_BIN=DIR
 # (llama.cpp already built: no build), VOLT_COMPARE_CTX="2048 32768", VOLT_COMPARE_PP="512 2048",
-# VOLT_COMPARE_REPS=3, VOLT_COMPARE_DEADLINE_S=500 (parts not started by then are skipped, with a line saying so).
+# VOLT_COMPARE_REPS=3, VOLT_COMPARE_DEADLINE_S=500 (parts not started by then are skipped, with a line saying so),
+# VOLT_COMPARE_WORK=DIR (default /tmp/volt-compare; serve_20b.sh reads the same: a 120b run in its own folder can
+# share a call with call A1, which uses no GPU), VOLT_COMPARE_BESIDE=TEXT (what else ran meanwhile: in each
+# generate row's `ran`, with the load average at the start). A prefill length that is also a context is run once.
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
 ROOT=$PWD
 B=$(cd "${1:-out/bundle-cuda13}" && pwd) || exit 1
 V=$B/voltllm
 OUT=${OUT:-/tmp/volt-compare-out}
-W=/tmp/volt-compare
+W=${VOLT_COMPARE_WORK:-/tmp/volt-compare}  # a second folder lets a 120b run share the machine with call A1
 DEV=${VOLT_COMPARE_DEVICE:-cuda}
 MODEL=${VOLT_COMPARE_MODEL:-20b}
 CTXS=${VOLT_COMPARE_CTX:-2048 32768}
@@ -164,17 +167,18 @@ genr() {  # genr N MAX_TOKENS: one process, --repeat REPS + 1 on one load, the f
   done < <(cpy gen-seconds-runs "$W/logs/$name.log")
 }
 busy=$([ -n "$BUILD_PID" ] && kill -0 "$BUILD_PID" 2>/dev/null && echo "while llama.cpp compiled at nice 10" || echo "alone")
+busy="$busy${VOLT_COMPARE_BESIDE:+, beside $VOLT_COMPARE_BESIDE}; load average $(cut -d' ' -f1 /proc/loadavg) at the start"
 how="one process a figure and repeat (CUDA graphs: default)"
 if [ "$MODEL" = 120b ]; then
   how="one process a figure, --repeat $((REPS + 1)), the first run a warm-up (CUDA graphs: default)"
   late "voltllm generate" || { genr 1 1; genr 1 129
-    for n in $PPS; do late "prefill $n" || genr "$n" 1; done
+    for n in $PPS; do [[ " $CTXS " == *" $n "* ]] || late "prefill $n" || genr "$n" 1; done
     for n in $CTXS; do late "context $n" || { genr "$n" 1; genr "$n" 129; }; done; }
 else
   for rep in $(seq 1 "$REPS"); do
     late "voltllm generate rep $rep" && break
     gen 1 1 "$rep"; gen 1 129 "$rep"
-    for n in $PPS; do gen "$n" 1 "$rep"; done
+    for n in $PPS; do [[ " $CTXS " == *" $n "* ]] || gen "$n" 1 "$rep"; done  # a context's run is its prefill too
     for n in $CTXS; do gen "$n" 1 "$rep"; gen "$n" 129 "$rep"; done
   done
 fi
