@@ -161,10 +161,13 @@ genr() {  # genr N MAX_TOKENS: one process, --repeat REPS + 1 on one load, the f
   local name="gen_n$1_m$2_repeat" rc rep=0 s
   run_gen "$name" "$1" "$2" --repeat $((REPS + 1))
   rc=$?
+  # a run's line is printed once that run has finished: a process stopped later (the call's hard limit) keeps
+  # the runs it finished, each with status 0, and a step line says how many it finished
   while read -r s; do
-    [ "$rep" -gt 0 ] && printf '%s %s %s %s %s\n' "$1" "$2" "$rep" "$s" "$rc" | tee -a "$T"
+    [ "$rep" -gt 0 ] && printf '%s %s %s %s %s\n' "$1" "$2" "$rep" "$s" 0 | tee -a "$T"
     rep=$((rep + 1))
   done < <(cpy gen-seconds-runs "$W/logs/$name.log")
+  [ "$rc" = 0 ] || emit "{\"step\": \"$name\", \"rc\": $rc, \"runs_finished_warmup_included\": $rep, \"at_s\": $(since)}"
 }
 busy=$([ -n "$BUILD_PID" ] && kill -0 "$BUILD_PID" 2>/dev/null && echo "while llama.cpp compiled at nice 10" || echo "alone")
 busy="$busy${VOLT_COMPARE_BESIDE:+, beside $VOLT_COMPARE_BESIDE}; load average $(cut -d' ' -f1 /proc/loadavg) at the start"
@@ -182,7 +185,7 @@ else
     for n in $CTXS; do gen "$n" 1 "$rep"; gen "$n" 129 "$rep"; done
   done
 fi
-cpy gen "$T" "voltllm generate --device $DEV --model <checkpoint> --prompt-ids <{N} ids> --max-tokens {M} --ignore-eos --temperature 0 --max-num-seqs 1 --max-model-len $maxlen --max-num-batched-tokens 2048 ($how)" \
+cpy gen "$T" "voltllm generate --device $DEV --model <checkpoint> ${LOAD[*]:+${LOAD[*]} }--prompt-ids <{N} ids> --max-tokens {M} --ignore-eos --temperature 0 --max-num-seqs 1 --max-model-len $maxlen --max-num-batched-tokens 2048 ($how)" \
   "$VVER" | python3 -c "
 import json, sys
 for l in sys.stdin:

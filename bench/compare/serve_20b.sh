@@ -8,7 +8,13 @@
 #       output tok/s at concurrency 8, 32, 128 with 2,048-token prompts and 128 new tokens (C requests a repeat,
 #       3 repeats); TTFT of 512- and 2,048-token prompts (3 runs of one request each); the peak GPU memory
 #       of the whole run (nvidia-smi every 0.2 s). llama-server pinned: -ngl 99, -fa on, CUDA graphs (default),
-#       -np 128 slots, one unified KV cache of 128 x 2,304 tokens (-c 294912 --kv-unified). voltllm serve:
+#       -np 128 slots, one unified KV cache of 128 x 2,304 tokens (-c 294912 --kv-unified), no host-memory
+#       prompt cache (--cache-ram 0; VOLT_LLAMA_CACHE_RAM=N sets it): with a unified KV cache
+#       llama-server saves every idle slot to that cache whenever a task starts (--cache-idle-slots, on by
+#       default), ~90 ms a 60 MiB slot in its one server loop (2026-12-06 session 8: 119 "making room for
+#       prompt cache entry" lines 92 ms apart, 11 s, before each of concurrency 128's repeats 2 and 3, which
+#       ran 11 s longer than repeat 1), and no prompt here is ever sent twice, so the cache only costs: at
+#       every concurrency its repeats 2-3 ran 7-12% slower than repeat 1 (llama.cpp's default: 8192). voltllm serve:
 #       --max-model-len 4096 --max-num-seqs 128 --gpu-memory-utilization 0.92.
 #   kld_main, kld_demo  agreement of the logits, on the call's checkpoint (n_ctx 2,048, 2 chunks) and on the
 #       demo model (assets/demo-model, converted here; n_ctx 512, 8 chunks), text: the held-out Brown texts
@@ -165,6 +171,7 @@ run_engine() {  # run_engine NAME START_COMMAND...
 
 if want serve_llama; then
   run_engine llama.cpp "$LB/llama-server" -m "$G" -ngl 99 -fa on -np 128 -c 294912 --kv-unified \
+    --cache-ram "${VOLT_LLAMA_CACHE_RAM:-0}" \
     --host 127.0.0.1 --port "$PORT"
 fi
 if want serve_voltllm; then
