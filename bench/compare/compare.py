@@ -56,7 +56,14 @@ def spread(xs):
     return round((max(xs) - min(xs)) / statistics.median(xs), 4)
 
 
+def engine_label(engine, versions):
+    """voltllm's volta-ptx build (the Volta kernels, compute_70 PTX JIT-compiled on a newer GPU) is a smoke row of
+    its own beside the cuda13 rows: the label says which, from the versions string (bundle MANIFEST's preset)."""
+    return "voltllm (volta-ptx)" if engine == "voltllm" and " volta-ptx " in f" {versions} " else engine
+
+
 def row(figure, engine, repeats, unit, command, versions, **extra):
+    engine = engine_label(engine, versions)
     r = {"figure": figure, "engine": engine, "value": med(repeats), "unit": unit,
          "repeats": [round(x, 3) if isinstance(x, float) else x for x in repeats], "spread": spread(repeats),
          "command": command, "versions": versions}

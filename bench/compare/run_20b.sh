@@ -28,7 +28,8 @@
 # VOLT_COMPARE_DEVICE=cpu, VOLT_LLAMA_BIN=DIR
 # (llama.cpp already built: no build), VOLT_COMPARE_CTX="2048 32768", VOLT_COMPARE_PP="512 2048",
 # VOLT_COMPARE_REPS=3, VOLT_COMPARE_DEADLINE_S=500 (parts not started by then are skipped, with a line saying so),
-# VOLT_COMPARE_WORK=DIR (default /tmp/volt-compare; serve_20b.sh reads the same: a 120b run in its own folder can
+# VOLT_COMPARE_SKIP_LLAMA=1 (no llama-bench: voltllm's rows only, e.g. the volta-ptx bundle's smoke rows on the
+# checkpoint an earlier run left; its rows are labelled "voltllm (volta-ptx)"), VOLT_COMPARE_WORK=DIR (default /tmp/volt-compare; serve_20b.sh reads the same: a 120b run in its own folder can
 # share a call with call A1, which uses no GPU), VOLT_COMPARE_BESIDE=TEXT (what else ran meanwhile: in each
 # generate row's `ran`, with the load average at the start). A prefill length that is also a context is run once.
 set -uo pipefail
@@ -169,6 +170,12 @@ genr() {  # genr N MAX_TOKENS: one process, --repeat REPS + 1 on one load, the f
   done < <(cpy gen-seconds-runs "$W/logs/$name.log")
   [ "$rc" = 0 ] || emit "{\"step\": \"$name\", \"rc\": $rc, \"runs_finished_warmup_included\": $rep, \"at_s\": $(since)}"
 }
+if grep -q '^preset: volta-ptx' "$B/MANIFEST" 2>/dev/null; then
+  # compute_70 PTX only: the driver JIT-compiles every kernel on the first load (cached in $CUDA_CACHE_PATH);
+  # one untimed process first, so that no row times the compiler
+  run_gen jit_warmup 1 1
+  emit "{\"step\": \"jit_warmup\", \"rc\": $?, \"at_s\": $(since)}"
+fi
 busy=$([ -n "$BUILD_PID" ] && kill -0 "$BUILD_PID" 2>/dev/null && echo "while llama.cpp compiled at nice 10" || echo "alone")
 busy="$busy${VOLT_COMPARE_BESIDE:+, beside $VOLT_COMPARE_BESIDE}; load average $(cut -d' ' -f1 /proc/loadavg) at the start"
 how="one process a figure and repeat (CUDA graphs: default)"
@@ -202,6 +209,7 @@ lbench() {  # lbench NAME ARGS...
   local name=$1
   shift
   [ -z "$G" ] && return  # voltllm only (120b)
+  [ "${VOLT_COMPARE_SKIP_LLAMA:-0}" = 1 ] && return  # voltllm's rows only (a second bundle, e.g. volta-ptx)
   late "llama-bench $name" && return
   timeout "$(left)" "$LB/llama-bench" -m "$G" -ngl 99 -fa 1 -r "$REPS" -o json "$@" >"$W/logs/llama_bench_$name.json" \
     2>"$W/logs/llama_bench_$name.log"
