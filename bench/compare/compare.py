@@ -97,7 +97,9 @@ def cmd_text_of_heldout(path, n, out):
 
 
 # ---------------------------------------------------------------- llama-bench, voltllm generate, bench serve
-def cmd_llama_bench(path, cmd, versions):
+def cmd_llama_bench(path, cmd, versions, tag=""):
+    """Rows from `llama-bench -o json`. tag "ubatch": the figure names end in _ub{n_ubatch} (a sweep of -ub beside
+    the main rows, which run llama.cpp's default, 512)."""
     try:
         rows = json.load(open(path))
     except Exception as e:  # noqa: BLE001 (one error row instead of a traceback)
@@ -109,6 +111,8 @@ def cmd_llama_bench(path, cmd, versions):
             fig = f"prefill_{r['n_prompt']}" + (f"_at{d}" if d else "")
         else:
             fig = f"decode_b1_ctx{d if d else r['n_gen']}"
+        if tag == "ubatch":
+            fig += f"_ub{r.get('n_ubatch')}"
         emit(row(fig, "llama.cpp", r.get("samples_ts") or [r.get("avg_ts")], "tok/s", cmd, versions,
                  test=f"{'pp' + str(r['n_prompt']) if not r.get('n_gen') else 'tg' + str(r['n_gen'])}"
                  + (f" @ d{d}" if d else ""), model_bytes=r.get("model_size"), build=r.get("build_commit")))

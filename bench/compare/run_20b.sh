@@ -28,6 +28,7 @@
 # VOLT_COMPARE_DEVICE=cpu, VOLT_LLAMA_BIN=DIR
 # (llama.cpp already built: no build), VOLT_COMPARE_CTX="2048 32768", VOLT_COMPARE_PP="512 2048",
 # VOLT_COMPARE_REPS=3, VOLT_COMPARE_DEADLINE_S=500 (parts not started by then are skipped, with a line saying so),
+# VOLT_COMPARE_LLAMA_UB="1024 2048" (llama-bench's prefill at those -ub too: its figures end in _ubU),
 # VOLT_COMPARE_SKIP_LLAMA=1 (no llama-bench: voltllm's rows only, e.g. the volta-ptx bundle's smoke rows on the
 # checkpoint an earlier run left; its rows are labelled "voltllm (volta-ptx)"), VOLT_COMPARE_WORK=DIR (default /tmp/volt-compare; serve_20b.sh reads the same: a 120b run in its own folder can
 # share a call with call A1, which uses no GPU), VOLT_COMPARE_BESIDE=TEXT (what else ran meanwhile: in each
@@ -205,7 +206,7 @@ if [ -n "$BUILD_PID" ]; then
 fi
 emit "{\"step\": \"build_llama\", \"rc\": $(cat "$W/build.rc"), \"at_s\": $(since)}"
 LVER="$LLAMA_SRC; $("$LB/llama-server" --version 2>&1 | grep -m1 '^version' | tr -d '"')"
-lbench() {  # lbench NAME ARGS...
+lbench() {  # lbench NAME ARGS...; LBENCH_TAG=ubatch: figures named by -ub (compare.py llama-bench)
   local name=$1
   shift
   [ -z "$G" ] && return  # voltllm only (120b)
@@ -214,12 +215,17 @@ lbench() {  # lbench NAME ARGS...
   timeout "$(left)" "$LB/llama-bench" -m "$G" -ngl 99 -fa 1 -r "$REPS" -o json "$@" >"$W/logs/llama_bench_$name.json" \
     2>"$W/logs/llama_bench_$name.log"
   emit "{\"step\": \"llama_bench_$name\", \"rc\": $?, \"at_s\": $(since)}"
-  cpy llama-bench "$W/logs/llama_bench_$name.json" "llama-bench -m <gguf> -ngl 99 -fa 1 -r $REPS $*" "$LVER" | tee -a "$J"
+  cpy llama-bench "$W/logs/llama_bench_$name.json" "llama-bench -m <gguf> -ngl 99 -fa 1 -r $REPS $*" "$LVER" ${LBENCH_TAG:+"$LBENCH_TAG"} | tee -a "$J"
 }
 pcsv=$(echo "$PPS" | tr ' ' ',')
 dcsv=$(echo "$CTXS" | tr ' ' ',')
 lbench d0 -p "$pcsv" -n 128
 lbench depth -p 0 -n 128 -d "$dcsv"
+# Is llama.cpp's default micro-batch (-ub 512) its best prefill on this MoE? VOLT_COMPARE_LLAMA_UB="1024 2048":
+# pp rows at those -ub beside the default's (figures prefill_N_ubU); a faster one is then pinned for the table.
+if [ -n "${VOLT_COMPARE_LLAMA_UB:-}" ]; then
+  LBENCH_TAG=ubatch lbench ubatch -p "$pcsv" -n 0 -b 2048 -ub "$(echo "512 $VOLT_COMPARE_LLAMA_UB" | tr ' ' ',')"
+fi
 bandwidth
 emit "{\"step\": \"done\", \"at_s\": $(since)}"
 tail -5 "$W/logs/convert.log" >"$W/logs/convert_tail.log" 2>/dev/null
