@@ -7,10 +7,11 @@ with value = the median of the repeats. Subcommands (standard library only, exce
   ids N [SEED]                  N token ids, comma-separated: a fixed pseudo-random sequence of ids 10..99 (byte
                                 tokens in the demo tokenizer and in gpt-oss's; short enough for 32k on one argv)
   text-of-heldout JSONL N OUT   the first N characters of the held-out Brown texts (tools/demo_model/prep_corpus.py)
-  llama-bench JSON CMD VERSIONS llama-bench -o json rows -> figure rows (pp -> prefill_N, tg128 @ depth d ->
-                                decode_b1_ctx{128|d}); the value is the median of llama-bench's samples_ts
+  llama-bench JSON CMD VERSIONS [ubatch]  llama-bench -o json rows -> figure rows (pp -> prefill_N, tg128 @ depth
+                                d -> decode_b1_ctx{128|d}; with "ubatch", each name ends in _ub{n_ubatch}); the
+                                value is the median of llama-bench's samples_ts
   gen-seconds LOG               the seconds of `voltllm generate`'s throughput line (its last) in LOG
-  gen-seconds-runs LOG          the seconds of each `run K/N:` line of `voltllm generate --repeat N`, in order
+  gen-seconds-runs LOG          "SECONDS GENERATED" of each `run K/N:` line of `voltllm generate --repeat N`, in order
   gen TSV CMD VERSIONS          voltllm generate timings (N, max_tokens, rep, seconds, rc per line) -> rows:
                                 prefill_N = N / t(N, 1); decode_b1_ctxX = 128 / (t(N, 129) - t(N, 1)), per repeat
   serve JSONS... --engine E --figure F --command C --versions V [--field output_throughput|ttft]
@@ -112,7 +113,7 @@ def cmd_llama_bench(path, cmd, versions, tag=""):
         else:
             fig = f"decode_b1_ctx{d if d else r['n_gen']}"
         if tag == "ubatch":
-            fig += f"_ub{r.get('n_ubatch')}"
+            fig += f"_ub{r.get('n_ubatch', 'default')}"
         emit(row(fig, "llama.cpp", r.get("samples_ts") or [r.get("avg_ts")], "tok/s", cmd, versions,
                  test=f"{'pp' + str(r['n_prompt']) if not r.get('n_gen') else 'tg' + str(r['n_gen'])}"
                  + (f" @ d{d}" if d else ""), model_bytes=r.get("model_size"), build=r.get("build_commit")))
@@ -131,14 +132,15 @@ def cmd_gen_seconds(log):
 
 
 def cmd_gen_seconds_runs(log):
-    """The seconds of each `run K/N:` line of `voltllm generate --repeat N`, in run order, one a line."""
+    """The seconds and generated tokens of each `run K/N:` line of `voltllm generate --repeat N`, in run order,
+    "SECONDS GENERATED" a line (a run that failed prints its line too, with fewer tokens)."""
     runs = {}
     for line in open(log, errors="replace"):
         m = re.search(r"run (\d+)/\d+: (\d+) prompts?, (\d+) prompt tokens, (\d+) generated tokens in ([0-9.]+) s", line)
         if m:
-            runs[int(m.group(1))] = float(m.group(5))
+            runs[int(m.group(1))] = (float(m.group(5)), int(m.group(4)))
     for k in sorted(runs):
-        print(runs[k])
+        print(*runs[k])
 
 
 def cmd_gen(tsv, cmd, versions):
@@ -423,6 +425,7 @@ def cmd_table(paths):
             if r.get("figure") in ("read_bandwidth", "model_config", "versions"):
                 meta.setdefault(r["figure"], []).append(r)
             elif "figure" in r and "engine" in r:
+                r["engine"] = engine_label(r["engine"], r.get("versions", ""))  # rows written without row()
                 rows.append(r)
     bws = [r["value"] for r in meta.get("read_bandwidth", []) if r.get("value")]
     bw = med(bws)
@@ -445,7 +448,7 @@ def cmd_table(paths):
             frac = f"{v * bpt / (bw * 1e9):.1%}" if (v and bpt and bw) else "-"
             ratio = "-"
             other = by.get((fig, "llama.cpp"))
-            if eng != "llama.cpp" and other and other.get("value") and v:
+            if eng == "voltllm" and other and other.get("value") and v:  # (a volta-ptx row is a smoke row: no ratio)
                 x = v / other["value"]
                 ratio = f"{(1 / x if fig.startswith(lower_better) else x):.2f}x" + (" (llama.cpp / voltllm)" if fig.startswith(lower_better) else "")
             reps = ", ".join(f"{x:,.1f}" if isinstance(x, (int, float)) else str(x) for x in (r.get("repeats") or [])[:6])

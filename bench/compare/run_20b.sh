@@ -32,7 +32,7 @@
 # VOLT_COMPARE_SKIP_LLAMA=1 (no llama-bench: voltllm's rows only, e.g. the volta-ptx bundle's smoke rows on the
 # checkpoint an earlier run left; its rows are labelled "voltllm (volta-ptx)"), VOLT_COMPARE_WORK=DIR (default /tmp/volt-compare; serve_20b.sh reads the same: a 120b run in its own folder can
 # share a call with call A1, which uses no GPU), VOLT_COMPARE_BESIDE=TEXT (what else ran meanwhile: in each
-# generate row's `ran`, with the load average at the start). A prefill length that is also a context is run once.
+# generate row's `ran`). A prefill length that is also a context is run once.
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
 ROOT=$PWD
@@ -55,7 +55,7 @@ J=$OUT/compare_a.jsonl
 volt_find_cublas run_20b
 
 # ---- 1. llama.cpp, in the background (or VOLT_LLAMA_BIN) ----
-if [ "$MODEL" = 120b ]; then
+if [ "$MODEL" = 120b ] || [ "${VOLT_COMPARE_SKIP_LLAMA:-0}" = 1 ]; then
   LB=/nonexistent  # voltllm only
   echo 0 >"$W/build.rc"
   BUILD_PID=
@@ -106,7 +106,7 @@ fi
 LOAD=()
 [ "$MODEL" = 120b ] && LOAD=(--load-format dummy)
 echo "${LOAD[*]}" >"$W/load_args"
-if [ -n "$G" ] && [ ! -s "$G" ]; then
+if [ -n "$G" ] && [ ! -s "$G" ] && [ "${VOLT_COMPARE_SKIP_LLAMA:-0}" != 1 ]; then
   python3 bench/compare/convert.py "$W/llama.cpp" "${pre[@]}" -- "$M" --outtype f16 --outfile "$G" \
     >"$W/logs/convert.log" 2>&1
   emit "{\"step\": \"convert_hf_to_gguf\", \"rc\": $?, \"at_s\": $(since), \"bytes\": $(stat -c %s "$G" 2>/dev/null || echo 0)}"
@@ -160,16 +160,20 @@ gen() {  # gen N MAX_TOKENS REP
 genr() {  # genr N MAX_TOKENS: one process, --repeat REPS + 1 on one load, the first run a warm-up; a line of
   # $T per later run (rep 1..REPS). For the 120b shape, whose dummy load takes ~30-60 s: one process a
   # figure and repeat would be 8 x 3 loads, more than a call.
-  local name="gen_n$1_m$2_repeat" rc rep=0 s
+  local name="gen_n$1_m$2_repeat" rc rep=0 s g st
   run_gen "$name" "$1" "$2" --repeat $((REPS + 1))
   rc=$?
-  # a run's line is printed once that run has finished: a process stopped later (the call's hard limit) keeps
-  # the runs it finished, each with status 0, and a step line says how many it finished
-  while read -r s; do
-    [ "$rep" -gt 0 ] && printf '%s %s %s %s %s\n' "$1" "$2" "$rep" "$s" 0 | tee -a "$T"
+  # Each run prints its line when it ends, also a run that failed (the process then exits 1 at the end). A run
+  # counts only if it generated all MAX_TOKENS tokens and the process either succeeded or was stopped by a
+  # timeout (124, or 137 / 143 killed) after it: a process stopped at the call's hard limit keeps the runs it
+  # finished, and a step line says so.
+  while read -r s g; do
+    st=1
+    case $rc in 0 | 124 | 137 | 143) [ "$g" = "$2" ] && st=0 ;; esac
+    [ "$rep" -gt 0 ] && printf '%s %s %s %s %s\n' "$1" "$2" "$rep" "$s" "$st" | tee -a "$T"
     rep=$((rep + 1))
   done < <(cpy gen-seconds-runs "$W/logs/$name.log")
-  [ "$rc" = 0 ] || emit "{\"step\": \"$name\", \"rc\": $rc, \"runs_finished_warmup_included\": $rep, \"at_s\": $(since)}"
+  [ "$rc" = 0 ] || emit "{\"step\": \"$name\", \"rc\": $rc, \"runs_ended_warmup_included\": $rep, \"at_s\": $(since)}"
 }
 if grep -q '^preset: volta-ptx' "$B/MANIFEST" 2>/dev/null; then
   # compute_70 PTX only: the driver JIT-compiles every kernel on the first load (cached in $CUDA_CACHE_PATH);
@@ -178,7 +182,7 @@ if grep -q '^preset: volta-ptx' "$B/MANIFEST" 2>/dev/null; then
   emit "{\"step\": \"jit_warmup\", \"rc\": $?, \"at_s\": $(since)}"
 fi
 busy=$([ -n "$BUILD_PID" ] && kill -0 "$BUILD_PID" 2>/dev/null && echo "while llama.cpp compiled at nice 10" || echo "alone")
-busy="$busy${VOLT_COMPARE_BESIDE:+, beside $VOLT_COMPARE_BESIDE}; load average $(cut -d' ' -f1 /proc/loadavg) at the start"
+busy="$busy${VOLT_COMPARE_BESIDE:+, beside $VOLT_COMPARE_BESIDE}"
 how="one process a figure and repeat (CUDA graphs: default)"
 if [ "$MODEL" = 120b ]; then
   how="one process a figure, --repeat $((REPS + 1)), the first run a warm-up (CUDA graphs: default)"
@@ -224,7 +228,8 @@ lbench depth -p 0 -n 128 -d "$dcsv"
 # Is llama.cpp's default micro-batch (-ub 512) its best prefill on this MoE? VOLT_COMPARE_LLAMA_UB="1024 2048":
 # pp rows at those -ub beside the default's (figures prefill_N_ubU); a faster one is then pinned for the table.
 if [ -n "${VOLT_COMPARE_LLAMA_UB:-}" ]; then
-  LBENCH_TAG=ubatch lbench ubatch -p "$pcsv" -n 0 -b 2048 -ub "$(echo "512 $VOLT_COMPARE_LLAMA_UB" | tr ' ' ',')"
+  read -r -a ubs <<<"512 $VOLT_COMPARE_LLAMA_UB"
+  LBENCH_TAG=ubatch lbench ubatch -p "$pcsv" -n 0 -b 2048 -ub "$(IFS=,; echo "${ubs[*]}")"
 fi
 bandwidth
 emit "{\"step\": \"done\", \"at_s\": $(since)}"

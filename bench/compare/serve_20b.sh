@@ -11,10 +11,11 @@
 #       -np 128 slots, one unified KV cache of 128 x 2,304 tokens (-c 294912 --kv-unified), no host-memory
 #       prompt cache (--cache-ram 0; VOLT_LLAMA_CACHE_RAM=N sets it): with a unified KV cache
 #       llama-server saves every idle slot to that cache whenever a task starts (--cache-idle-slots, on by
-#       default), ~90 ms a 60 MiB slot in its one server loop (2026-12-06 session 8: 119 "making room for
-#       prompt cache entry" lines 92 ms apart, 11 s, before each of concurrency 128's repeats 2 and 3, which
-#       ran 11 s longer than repeat 1), and no prompt here is ever sent twice, so the cache only costs: at
-#       every concurrency its repeats 2-3 ran 7-12% slower than repeat 1 (llama.cpp's default: 8192). voltllm serve:
+#       default), ~90 ms a 60 MiB slot in its one server loop (2026-12-06 session 8: 119 and 128 "making room
+#       for prompt cache entry" lines, 11.4 and 11.6 s, right before concurrency 128's repeats 2 and 3, which
+#       ran 11.1 s longer than repeat 1), and no prompt here is ever sent twice, so the cache only costs: at
+#       concurrency 8, 32 and 128 its repeats 2-3 gave 7-12% less output tok/s than repeat 1 (llama.cpp's
+#       default: 8192). voltllm serve:
 #       --max-model-len 4096 --max-num-seqs 128 --gpu-memory-utilization 0.92.
 #   kld_main, kld_demo  agreement of the logits, on the call's checkpoint (n_ctx 2,048, 2 chunks) and on the
 #       demo model (assets/demo-model, converted here; n_ctx 512, 8 chunks), text: the held-out Brown texts
