@@ -19,14 +19,12 @@
 #include "engine/engine_core.h"
 #include "executor/backend_executor.h"
 #include "model/loader.h"
+#include "source_dir.h"
 
 namespace volt::cuda {
 namespace {
 
-std::string source_dir() {
-    const char* env = std::getenv("VOLT_SOURCE_DIR");
-    return env != nullptr && *env != 0 ? std::string(env) : std::string(VOLT_SOURCE_DIR);
-}
+using test::source_dir;
 
 std::shared_ptr<const model::ModelWeights> tiny() {
     static std::shared_ptr<const model::ModelWeights> w = [] {

@@ -29,14 +29,12 @@
 #include "model/loader.h"
 #include "model/sequence_runner.h"
 #include "quant/int_weights.h"
+#include "source_dir.h"
 
 namespace volt::cuda {
 namespace {
 
-std::string source_dir() {
-    const char* env = std::getenv("VOLT_SOURCE_DIR");
-    return env != nullptr && *env != 0 ? std::string(env) : std::string(VOLT_SOURCE_DIR);
-}
+using test::source_dir;
 
 // VOLT_CUDA_EDGE_ONLY=1 (scripts/gpu/check.sh under compute-sanitizer): only the small edge shapes, not
 // the model-size ones (hidden 2880, vocabulary 201,088), which the sanitizers would take minutes over.

@@ -24,14 +24,12 @@
 #include "executor/backend_executor.h"
 #include "executor_step_util.h"
 #include "model/loader.h"
+#include "source_dir.h"
 
 namespace volt::cuda {
 namespace {
 
-std::string source_dir() {
-    const char* env = std::getenv("VOLT_SOURCE_DIR");
-    return env != nullptr && *env != 0 ? std::string(env) : std::string(VOLT_SOURCE_DIR);
-}
+using test::source_dir;
 
 constexpr int64_t kBlockSize = 16, kBlocksPerSeq = 6, kMaxSeqs = 32;  // 96 tokens a sequence
 

@@ -23,14 +23,12 @@
 #include "executor/rank_group.h"
 #include "model/loader.h"
 #include "model/sequence_runner.h"
+#include "source_dir.h"
 
 namespace volt::cuda {
 namespace {
 
-std::string source_dir() {
-    const char* env = std::getenv("VOLT_SOURCE_DIR");
-    return env != nullptr && *env != 0 ? std::string(env) : std::string(VOLT_SOURCE_DIR);
-}
+using test::source_dir;
 
 std::unique_ptr<CudaBackend> gpu(const std::string& dtype = "float") {
     CudaOptions o;

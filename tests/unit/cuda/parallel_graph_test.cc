@@ -31,14 +31,12 @@
 #include "executor/backend_factory.h"
 #include "executor_step_util.h"
 #include "model/loader.h"
+#include "source_dir.h"
 
 namespace volt::cuda {
 namespace {
 
-std::string source_dir() {
-    const char* env = std::getenv("VOLT_SOURCE_DIR");
-    return env != nullptr && *env != 0 ? std::string(env) : std::string(VOLT_SOURCE_DIR);
-}
+using test::source_dir;
 
 constexpr int64_t kBlockSize = 16, kBlocksPerSeq = 6, kMaxSeqs = 8;  // 96 tokens a sequence
 // Logprobs of TP k against TP 1 (--dtype float), absolute: loose on purpose. The strict check is the
