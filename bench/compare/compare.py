@@ -455,7 +455,7 @@ def cmd_table(paths):
             val = f"{v:,.1f}" if isinstance(v, (int, float)) else "n/a"
             if any(r.get("failed") or []):
                 val += f" ({sum(x or 0 for x in r['failed'])} requests failed)"
-            if r.get("ran") and not re.match(r"alone(;|$)", r["ran"]):  # alone: the load average alone
+            if r.get("ran") and r["ran"] != "alone":
                 val += f" (ran {r['ran']})"
             sp = f"{r['spread']:.1%}" if r.get("spread") is not None else "-"
             print(f"| {label} | {eng} | **{val}** {r.get('unit', '')} | {reps} | {sp} | "
