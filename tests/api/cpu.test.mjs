@@ -6,7 +6,7 @@
 // counts and equalities that hold for any model.
 import { test, before, after, describe } from "node:test";
 import assert from "node:assert/strict";
-import { startServer, client, ids, post, apiError, metrics, waitForMetrics, tinyChatDir } from "./helpers.mjs";
+import { startServer, client, ids, post, apiError, metrics, waitForMetrics, tinyChatDir, NO_HARMONY_STOP } from "./helpers.mjs";
 
 const CONTROL = ["<|channel|>", "<|message|>", "<|start|>", "<|end|>", "<|return|>", "<|call|>"];
 const idle = (m) =>
@@ -68,7 +68,7 @@ describe("tiny-chat on the CPU", () => {
         const one = async (i) => {
             const stream = await openai.chat.completions.create({
                 model: "tiny-chat", messages: [{ role: "user", content: `Request ${i}` }], max_tokens: 4,
-                ignore_eos: true, stream: true, stream_options: { include_usage: true },
+                ignore_eos: true, ...NO_HARMONY_STOP, stream: true, stream_options: { include_usage: true },
             });
             let finish = null, usage = null;
             for await (const c of stream) {

@@ -36,6 +36,14 @@ export function ids(text) {
 }
 
 export const RETURN = 200002;
+export const CALL_TOKEN = 200012;
+
+// For sampled chat requests to a random-weight model that count tokens: harmony's stops <|return|> and
+// <|call|> end a chat whatever ignore_eos says (vLLM adds them as stop_token_ids too), and a random model
+// can draw one: tiny-chat-kv8 drew <|call|> first with p = 8.8e-5 for "Hello!" (measured with echo +
+// logprobs), and the rendered prompt holds today's date, so the odds change daily (seen once in CI:
+// completion_tokens 1 of 4). A bias of -100 takes them out of the draw.
+export const NO_HARMONY_STOP = Object.freeze({ logit_bias: { [RETURN]: -100, [CALL_TOKEN]: -100 } });
 
 // Writes a scripted-executor file: request i (in submission order) replays outputs[i % outputs.length],
 // then <|return|>.

@@ -9,7 +9,7 @@ import { execFileSync, spawn, spawnSync } from "node:child_process";
 import { existsSync, mkdtempSync, mkdirSync, readdirSync, renameSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { BIN, tinyChatDir, writeScript, ids, metrics } from "./helpers.mjs";
+import { BIN, tinyChatDir, writeScript, ids, metrics, NO_HARMONY_STOP } from "./helpers.mjs";
 
 const TINY = path.resolve(tinyChatDir());
 
@@ -168,7 +168,7 @@ async function checkServes(server, { echoed, watchdogModel }) {
     const models = await (await fetch(server.url("/v1/models"))).json();
     assert.equal(models.data[0].id, echoed);
     const chat = await postJson(server, "/v1/chat/completions", {
-        model: echoed, messages: [{ role: "user", content: "Hello!" }], max_tokens: 4, ignore_eos: true,
+        model: echoed, messages: [{ role: "user", content: "Hello!" }], max_tokens: 4, ignore_eos: true, ...NO_HARMONY_STOP,
     });
     assert.equal(chat.status, 200, JSON.stringify(chat.json));
     assert.equal(chat.json.model, echoed);
