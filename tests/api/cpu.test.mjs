@@ -89,7 +89,7 @@ describe("tiny-chat on the CPU", () => {
     test("a client that leaves mid-stream is aborted and its KV blocks freed (BUG-26)", async () => {
         const controller = new AbortController();
         const stream = await openai.chat.completions.create(
-            { model: "tiny-chat", messages: [{ role: "user", content: "long" }], max_tokens: 1800, ignore_eos: true, stream: true },
+            { model: "tiny-chat", messages: [{ role: "user", content: "long" }], max_tokens: 1800, ignore_eos: true, ...NO_HARMONY_STOP, stream: true },
             { signal: controller.signal });
         let n = 0;
         try {
@@ -114,7 +114,7 @@ describe("tiny-chat on the CPU", () => {
         const p = fetch(server.url("/v1/chat/completions"), {
             method: "POST",
             signal: controller.signal,
-            body: JSON.stringify({ model: "tiny-chat", messages: [{ role: "user", content: "x" }], max_tokens: 1800, ignore_eos: true }),
+            body: JSON.stringify({ model: "tiny-chat", messages: [{ role: "user", content: "x" }], max_tokens: 1800, ignore_eos: true, ...NO_HARMONY_STOP }),
         }).then((r) => r.text());
         await waitForMetrics(server, (m) => m['voltllm_kv_blocks_used{group="full"}'] > 0, 5000);
         controller.abort();
@@ -135,7 +135,7 @@ describe("a full queue and SIGTERM", () => {
 
     test("503 with Retry-After when running + queued requests are at the limit; SIGTERM ends streams and exits 0", async () => {
         const stream = await openai.chat.completions.create({
-            model: "tiny-chat", messages: [{ role: "user", content: "long" }], max_tokens: 1800, ignore_eos: true, stream: true,
+            model: "tiny-chat", messages: [{ role: "user", content: "long" }], max_tokens: 1800, ignore_eos: true, ...NO_HARMONY_STOP, stream: true,
         });
         const it = stream[Symbol.asyncIterator]();
         await it.next();
@@ -165,7 +165,7 @@ describe("a request that leaves while queued", () => {
     test("is dropped from the queue; the running one is unaffected (BUG-26)", async () => {
         const running = new AbortController();
         const stream = await openai.chat.completions.create(
-            { model: "tiny-chat", messages: [{ role: "user", content: "long" }], max_tokens: 1800, ignore_eos: true, stream: true },
+            { model: "tiny-chat", messages: [{ role: "user", content: "long" }], max_tokens: 1800, ignore_eos: true, ...NO_HARMONY_STOP, stream: true },
             { signal: running.signal });
         const it = stream[Symbol.asyncIterator]();
         await it.next();
